@@ -1,0 +1,46 @@
+"""Associated data: what binds each ciphertext to the one place it belongs.
+
+Every AEAD message in a vault carries, as associated data, the format version,
+the vault id, the kind of object, the object's id and (for record bodies) a
+generation counter. A ciphertext copied to another record, another kind,
+another vault or an older generation fails to authenticate.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+
+_PREFIX = b"memvault"
+
+
+class Kind(enum.IntEnum):
+    """What a ciphertext holds; each kind has its own associated-data domain."""
+
+    KEYSLOT = 1  # master key wrapped by a passphrase-derived key
+    HEADER = 2  # authenticated copy of the vault header and keyslot parameters
+    STATE = 3  # record accumulator (detects removed, added or rolled-back records)
+    DATA_KEY = 4  # a record's data key wrapped by the master key
+    META = 5  # a record's metadata (path, times, mode, generations)
+    BODY = 6  # a record's content
+    VECTOR = 7  # embedding vectors of a record's chunks
+    INDEX = 8  # persisted search index structures
+    AUDIT = 9  # audit log entries
+
+
+def associated_data(
+    version: int, vault_id: bytes, kind: Kind, object_id: bytes = b"", generation: int = 0
+) -> bytes:
+    """Encode the binding for one ciphertext (fixed layout, length-prefixed id)."""
+    if len(vault_id) != 16:
+        raise ValueError("vault ids are 16 bytes")
+    return b"".join(
+        (
+            _PREFIX,
+            struct.pack(">HB", version, int(kind)),
+            vault_id,
+            struct.pack(">B", len(object_id)),
+            object_id,
+            struct.pack(">Q", generation),
+        )
+    )

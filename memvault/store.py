@@ -1,0 +1,315 @@
+"""The LMDB file under the vault: one writer process, map growth, structural
+check and compacting rebuild. It stores opaque bytes; the Vault encrypts them.
+
+Why these choices:
+
+* ``lock=False``: LMDB's own lock file only coordinates processes, and a
+  vault allows exactly one writer process. We take an exclusive ``flock`` on
+  ``<vault>-lock`` instead (holding our pid, so a refusal can say who has it)
+  and serialise access within the process. This also lets compaction replace
+  the data file without leaving a lock region that describes the old one.
+* LMDB trusts its pages: a flipped byte in a branch page can make it read out
+  of bounds and kill the process. Before a file is opened in-process, a forked
+  child walks every database and touches every byte; if it crashes, hangs or
+  errors, the vault is reported as damaged instead.
+* Compaction is a logical rebuild (every live key and value written into a
+  fresh environment), not ``mdb_env_copy2(MDB_CP_COMPACT)``: a compacting copy
+  keeps live pages verbatim, and LMDB leaves bytes of deleted nodes in the
+  free gap inside live pages. A rebuild only ever writes live bytes.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+import lmdb
+
+from .errors import DiskFull, MemvaultError, NotAVault, VaultCorrupted, VaultInUse
+
+T = TypeVar("T")
+
+DB_NAMES = ("meta", "slots", "state", "keys", "records")
+MIN_MAP_SIZE = 64 << 20
+MAX_DBS = 16
+CHECK_TIMEOUT_S = 120.0
+
+
+def lock_path(path: Path) -> Path:
+    return path.with_name(path.name + "-lock")
+
+
+class Store:
+    """An open vault file: named databases of opaque keys and values."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        readonly: bool = False,
+        create: bool = False,
+        map_size: int | None = None,
+        check: bool = True,
+    ) -> None:
+        self.path = path
+        self.readonly = readonly
+        self._lock_fd: int | None = None
+        if not readonly:
+            self._lock_fd = _acquire_writer_lock(path)
+        try:
+            if check and not create:
+                check_structure(path)
+            size = path.stat().st_size if path.exists() else 0
+            self._map_size = max(map_size or MIN_MAP_SIZE, _round_up(2 * size))
+            self._open_env(create=create)
+        except BaseException:
+            self._release_lock()
+            raise
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def _open_env(self, *, create: bool) -> None:
+        try:
+            self.env = lmdb.open(
+                str(self.path),
+                subdir=False,
+                lock=False,
+                readonly=self.readonly,
+                create=create,
+                max_dbs=MAX_DBS,
+                map_size=self._map_size,
+                readahead=False,
+                meminit=True,
+                mode=0o600,
+            )
+        except lmdb.Error as exc:
+            raise _translate(exc, self.path) from exc
+        try:
+            self.dbs = {
+                name: self.env.open_db(name.encode(), create=not self.readonly)
+                for name in DB_NAMES
+            }
+        except lmdb.NotFoundError as exc:
+            self.env.close()
+            raise NotAVault(self.path) from exc
+        except lmdb.Error as exc:
+            self.env.close()
+            raise _translate(exc, self.path) from exc
+
+    def close(self) -> None:
+        env = getattr(self, "env", None)
+        if env is not None:
+            env.close()
+            self.env = None
+        self._release_lock()
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # -- transactions ------------------------------------------------------
+
+    @contextmanager
+    def read(self) -> Iterator[lmdb.Transaction]:
+        try:
+            with self.env.begin(write=False, buffers=True) as txn:
+                yield txn
+        except lmdb.Error as exc:
+            raise _translate(exc, self.path) from exc
+
+    def write(self, fn: Callable[[lmdb.Transaction], T]) -> T:
+        """Run ``fn`` in a write transaction and commit it durably.
+
+        ``fn`` must only touch the transaction: if the map is full it is run
+        again after the map has grown, and if the commit fails nothing of it
+        took effect.
+        """
+        while True:
+            try:
+                with self.env.begin(write=True) as txn:
+                    return fn(txn)
+            except lmdb.MapFullError:
+                self._grow()
+            except lmdb.Error as exc:
+                raise _translate(exc, self.path) from exc
+
+    def _grow(self) -> None:
+        self._map_size *= 2
+        self.env.set_mapsize(self._map_size)
+
+    def items(self, txn: lmdb.Transaction, db: str) -> Iterator[tuple[bytes, memoryview]]:
+        with txn.cursor(self.dbs[db]) as cur:
+            yield from cur.iternext(keys=True, values=True)
+
+    # -- compaction --------------------------------------------------------
+
+    def rebuild(self) -> None:
+        """Rewrite the file with live data only (fsync, then atomic rename)."""
+        tmp = self.path.with_name(self.path.name + ".compacting")
+        for stale in (tmp, lock_path(tmp)):
+            stale.unlink(missing_ok=True)
+        try:
+            new_env = lmdb.open(
+                str(tmp),
+                subdir=False,
+                lock=False,
+                max_dbs=MAX_DBS,
+                map_size=self._map_size,
+                meminit=True,
+                mode=0o600,
+            )
+            try:
+                with self.env.begin(buffers=True) as src, new_env.begin(write=True) as dst:
+                    for name in DB_NAMES:
+                        new_db = new_env.open_db(name.encode(), txn=dst)
+                        with src.cursor(self.dbs[name]) as cur, dst.cursor(new_db) as out:
+                            out.putmulti(
+                                ((bytes(k), bytes(v)) for k, v in cur.iternext()), append=True
+                            )
+                new_env.sync(True)
+            finally:
+                new_env.close()
+            _fsync_file(tmp)
+        except lmdb.MapFullError:
+            tmp.unlink(missing_ok=True)
+            self._grow()
+            return self.rebuild()
+        except lmdb.Error as exc:
+            tmp.unlink(missing_ok=True)
+            raise _translate(exc, self.path) from exc
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            if exc.errno == errno.ENOSPC:
+                raise DiskFull(self.path) from exc
+            raise
+        self.env.close()
+        os.replace(tmp, self.path)
+        _fsync_dir(self.path.parent)
+        self._open_env(create=False)
+
+
+# -- helpers ---------------------------------------------------------------
+
+
+def _round_up(n: int, unit: int = 1 << 20) -> int:
+    return (n + unit - 1) // unit * unit
+
+
+def _translate(exc: lmdb.Error, path: Path) -> MemvaultError:
+    text = str(exc)
+    if isinstance(exc, lmdb.InvalidError) or "not an LMDB" in text:
+        return NotAVault(path)
+    if "No space left" in text or isinstance(exc, lmdb.DiskError) and "space" in text:
+        return DiskFull(path)
+    return VaultCorrupted(path, f"storage error: {text.split(':')[-1].strip()}")
+
+
+def _acquire_writer_lock(path: Path) -> int:
+    lp = lock_path(path)
+    fd = os.open(lp, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        os.close(fd)
+        raise VaultInUse(path, f" (pid {holder})" if holder.isdigit() else "") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def writer_pid(path: Path) -> int | None:
+    """The pid of the process holding the vault open for writing, if any."""
+    try:
+        fd = os.open(lock_path(path), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        return int(text) if text.isdigit() else -1
+    finally:
+        os.close(fd)
+    return None
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _walk(path: Path) -> None:
+    """Read every page reachable from the file's roots (run in a forked child)."""
+    env = lmdb.open(
+        str(path), subdir=False, lock=False, readonly=True, max_dbs=MAX_DBS, readahead=False
+    )
+    with env.begin(buffers=True) as txn:
+        names = [bytes(k) for k, _ in txn.cursor()]
+        for name in names:
+            db = env.open_db(name, txn=txn, create=False)
+            for key, value in txn.cursor(db):
+                bytes(key)
+                bytes(value)
+    env.close()
+
+
+_CHECK_OK, _CHECK_NOT_LMDB, _CHECK_LMDB_ERROR = 0, 3, 4
+
+
+def check_structure(path: Path, timeout: float = CHECK_TIMEOUT_S) -> None:
+    """Raise VaultCorrupted/NotAVault unless LMDB can read the whole file safely."""
+    if not path.is_file():
+        raise NotAVault(path)
+    pid = os.fork()
+    if pid == 0:  # child: never return into the caller's code
+        code = _CHECK_LMDB_ERROR
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            _walk(path)
+            code = _CHECK_OK
+        except lmdb.InvalidError:
+            code = _CHECK_NOT_LMDB
+        except BaseException:
+            code = _CHECK_LMDB_ERROR
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + timeout
+    delay = 0.0005
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise VaultCorrupted(path, "reading its storage structure did not finish")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.02)
+    if os.WIFSIGNALED(status):
+        name = signal.Signals(os.WTERMSIG(status)).name
+        raise VaultCorrupted(path, f"its storage structure is broken (reading it raised {name})")
+    code = os.WEXITSTATUS(status)
+    if code == _CHECK_NOT_LMDB:
+        raise NotAVault(path)
+    if code != _CHECK_OK:
+        raise VaultCorrupted(path, "its storage structure cannot be read")

@@ -1,0 +1,745 @@
+"""The Vault: encrypted memories in one LMDB file, addressed by path.
+
+Key hierarchy (see crypto/SECURITY.md): passphrase --Argon2id--> keyslot key,
+which wraps the random master key; the master key wraps one random data key
+per record and seals the vault-level state; each data key seals its record's
+metadata and body. LMDB keys are random record ids. The path of every record
+lives inside its sealed metadata, so unlocking decrypts all metadata once and
+keeps a path index in memory.
+
+The Vault is thread-safe: every operation holds one lock. Operations are
+short (microseconds to a few milliseconds) and LMDB runs without its own
+locking (see store.py), so this is also what keeps readers and the writer
+apart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from . import paths, records
+from .accumulator import Accumulator
+from .crypto import (
+    DEFAULT_KDF,
+    DecryptionError,
+    KdfParams,
+    Keyslot,
+    Kind,
+    SlotChecksumError,
+    associated_data,
+    new_key,
+    open_sealed,
+    seal,
+    wipe,
+)
+from .errors import (
+    AlreadyExists,
+    DirectoryNotEmpty,
+    InvalidMove,
+    IsADirectory,
+    MemoryCorrupted,
+    MemoryNotFound,
+    NotADirectory,
+    NotAVault,
+    ReadOnlyVault,
+    TooLarge,
+    UnsupportedFormat,
+    VaultCorrupted,
+    VaultExists,
+    VaultNotFound,
+    VaultTampered,
+    WrongPassphrase,
+)
+from .header import FORMAT_VERSION, Header, HeaderError
+from .records import DIRECTORY, FILE, SYMLINK, Meta, RecordFormatError
+from .store import Store, writer_pid
+
+MAX_MEMORY_SIZE = 256 << 20
+"""Largest memory the vault stores (the filesystem answers EFBIG above it)."""
+
+DEFAULT_COMPACT_DELAY = 5.0
+"""Seconds of quiet after a shred before the vault compacts itself."""
+
+_HEADER_KEY = b"header"
+_HEADER_AUTH_KEY = b"header-auth"
+_STATE_KEY = b"accumulator"
+_ID_SIZE = 16
+
+
+@dataclass
+class Entry:
+    """One live record as the unlocked vault knows it."""
+
+    record_id: bytes
+    meta: Meta
+    data_key: bytearray
+
+
+@dataclass(frozen=True)
+class VaultInfo:
+    """What can be known about a vault without its passphrase."""
+
+    path: Path
+    header: Header
+    slots: list[Keyslot]
+    file_size: int
+    writer_pid: int | None
+
+
+@dataclass
+class _Write:
+    entry: Entry
+    old_gen: int | None  # None for a record that does not exist yet
+    sealed_body: bytes | None  # None keeps the stored body
+    wrapped_key: bytes | None = None  # set for new records
+
+
+def read_info(path: Path) -> VaultInfo:
+    """Read the header and keyslots of a vault (no passphrase, no write lock)."""
+    path = Path(path)
+    if not path.exists():
+        raise VaultNotFound(path)
+    pid = writer_pid(path)
+    store = Store(path, readonly=True)
+    try:
+        header, slots = _read_header_and_slots(store)
+    finally:
+        store.close()
+    return VaultInfo(path, header, slots, path.stat().st_size, pid)
+
+
+def _read_header_and_slots(store: Store) -> tuple[Header, list[Keyslot]]:
+    with store.read() as txn:
+        raw_header = txn.get(_HEADER_KEY, db=store.dbs["meta"])
+        raw_slots = [
+            (bytes(k), bytes(v)) for k, v in store.items(txn, "slots")
+        ]
+    if raw_header is None:
+        raise NotAVault(store.path)
+    try:
+        header = Header.decode(bytes(raw_header))
+    except HeaderError as exc:
+        raise VaultCorrupted(store.path, f"its header is damaged: {exc}") from exc
+    if header.version != FORMAT_VERSION:
+        raise UnsupportedFormat(store.path, header.version, FORMAT_VERSION)
+    slots = []
+    for key, value in raw_slots:
+        try:
+            slots.append(Keyslot.decode(value))
+        except SlotChecksumError:
+            slots.append(_DamagedSlot(key))
+    if not slots:
+        raise VaultCorrupted(store.path, "it has no keyslots")
+    return header, slots
+
+
+class _DamagedSlot:
+    """Placeholder for a keyslot whose stored bytes fail their checksum."""
+
+    def __init__(self, key: bytes) -> None:
+        self.index = int.from_bytes(key, "big") if key else -1
+
+
+class Vault:
+    """An unlocked vault. Create with :meth:`create`, open with :meth:`open`."""
+
+    def __init__(
+        self,
+        store: Store,
+        header: Header,
+        slots: list[Keyslot],
+        master_key: bytearray,
+        *,
+        compact_delay: float | None,
+    ) -> None:
+        self._store = store
+        self.path = store.path
+        self.header = header
+        self.slots = slots
+        self._master = master_key
+        self._state_key = bytearray(
+            hashlib.blake2b(person=b"memvault.state", key=master_key, digest_size=32).digest()
+        )
+        self._lock = threading.RLock()
+        self._by_path: dict[str, Entry] = {}
+        self._by_id: dict[bytes, Entry] = {}
+        self._children: dict[str, dict[str, Entry]] = {paths.ROOT: {}}
+        self._acc = Accumulator(self._state_key)
+        self.damaged: dict[bytes, str] = {}
+        self.pending_shreds = 0
+        self._compact_delay = compact_delay
+        self._compact_timer: threading.Timer | None = None
+        self._closed = False
+
+    # -- creating and opening ------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        path: Path | str,
+        passphrase: bytes | bytearray,
+        *,
+        kdf: KdfParams = DEFAULT_KDF,
+        map_size: int | None = None,
+        compact_delay: float | None = DEFAULT_COMPACT_DELAY,
+    ) -> Vault:
+        path = Path(path).expanduser()
+        if path.exists():
+            raise VaultExists(path)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        kdf.validate()
+        store = Store(path, create=True, map_size=map_size)
+        master = new_key()
+        try:
+            os.chmod(path, 0o600)
+            header = Header(FORMAT_VERSION, os.urandom(_ID_SIZE), time.time_ns())
+            slot = Keyslot.create(
+                0, master, bytearray(passphrase), kdf, header.version, header.vault_id
+            )
+            vault = cls(store, header, [slot], master, compact_delay=compact_delay)
+            auth = vault._seal_master(Kind.HEADER, vault._header_binding())
+            state = vault._seal_master(Kind.STATE, vault._acc.encode())
+
+            def txn_fn(txn):
+                txn.put(_HEADER_KEY, header.encode(), db=store.dbs["meta"])
+                txn.put(_HEADER_AUTH_KEY, auth, db=store.dbs["meta"])
+                txn.put(bytes([0]), slot.encode(), db=store.dbs["slots"])
+                txn.put(_STATE_KEY, state, db=store.dbs["state"])
+
+            store.write(txn_fn)
+            return vault
+        except BaseException:
+            wipe(master)
+            store.close()
+            path.unlink(missing_ok=True)
+            raise
+
+    @classmethod
+    def open(
+        cls,
+        path: Path | str,
+        passphrase: bytes | bytearray,
+        *,
+        readonly: bool = False,
+        map_size: int | None = None,
+        compact_delay: float | None = DEFAULT_COMPACT_DELAY,
+    ) -> Vault:
+        path = Path(path).expanduser()
+        if not path.exists():
+            raise VaultNotFound(path)
+        store = Store(path, readonly=readonly, map_size=map_size)
+        try:
+            header, slots = _read_header_and_slots(store)
+            master = _unlock(path, header, slots, bytearray(passphrase))
+            vault = cls(store, header, slots, master, compact_delay=compact_delay)
+            vault._load()
+            return vault
+        except BaseException:
+            store.close()
+            raise
+
+    def _header_binding(self) -> bytes:
+        """What the authenticated header commits to: the header and every slot's KDF."""
+        parts = [self.header.encode()]
+        for slot in sorted(self.slots, key=lambda s: s.index):
+            parts.append(f"{slot.index}:{slot.kdf.describe()}:{slot.salt.hex()}".encode())
+        return b"\n".join(parts)
+
+    def _load(self) -> None:
+        """Check the authenticated header and state, then decrypt every record's metadata."""
+        store = self._store
+        with store.read() as txn:
+            auth = txn.get(_HEADER_AUTH_KEY, db=store.dbs["meta"])
+            sealed_state = txn.get(_STATE_KEY, db=store.dbs["state"])
+            try:
+                if auth is None:
+                    raise DecryptionError("missing")
+                expected = self._open_master(Kind.HEADER, auth)
+            except DecryptionError:
+                raise VaultTampered(
+                    self.path, "its header or keyslot parameters were changed"
+                ) from None
+            if bytes(expected) != self._header_binding():
+                raise VaultTampered(self.path, "its header or keyslot parameters were changed")
+            try:
+                if sealed_state is None:
+                    raise DecryptionError("missing")
+                stored_acc = Accumulator.decode(
+                    self._state_key, self._open_master(Kind.STATE, sealed_state)
+                )
+            except DecryptionError:
+                raise VaultCorrupted(self.path, "its record state is damaged") from None
+            wrapped = {bytes(k): bytes(v) for k, v in store.items(txn, "keys")}
+            for key, value in store.items(txn, "records"):
+                record_id = bytes(key)
+                try:
+                    entry = self._decode_entry(record_id, wrapped.pop(record_id, None), value)
+                except _Damaged as exc:
+                    self.damaged[record_id] = str(exc)
+                    continue
+                if entry.meta.path in self._by_path:
+                    raise VaultTampered(self.path, "two records claim the same path")
+                self._index(entry)
+                self._acc.add(record_id, entry.meta.gen)
+        for record_id in wrapped:
+            self.damaged[record_id] = "data key without a record"
+        self._check_tree()
+        if not self.damaged and self._acc != stored_acc:
+            raise VaultTampered(
+                self.path,
+                "records were removed, duplicated or replaced by older copies outside memvault",
+            )
+        # With damaged records the expected state cannot be recomputed; keep
+        # the stored one consistent with the records that can still be read.
+        self._acc = stored_acc if not self.damaged else self._acc
+
+    def _decode_entry(self, record_id: bytes, wrapped_key: bytes | None, value) -> Entry:
+        if wrapped_key is None:
+            raise _Damaged("its data key is missing")
+        try:
+            data_key = open_sealed(
+                self._master, wrapped_key, self._ad(Kind.DATA_KEY, record_id)
+            )
+        except DecryptionError:
+            raise _Damaged("its data key failed authentication") from None
+        try:
+            sealed_meta, _ = records.unpack(value)
+            meta_bytes = open_sealed(data_key, sealed_meta, self._ad(Kind.META, record_id))
+            meta = Meta.decode(meta_bytes)
+            paths.normalize(meta.path)
+        except (DecryptionError, RecordFormatError, ValueError) as exc:
+            wipe(data_key)
+            raise _Damaged(f"its metadata failed authentication ({exc})") from None
+        return Entry(record_id, meta, data_key)
+
+    def _check_tree(self) -> None:
+        for path in self._by_path:
+            parent = paths.parent(path)
+            if parent != paths.ROOT and (
+                parent not in self._by_path or not self._by_path[parent].meta.is_dir
+            ):
+                raise VaultTampered(self.path, "a record's parent directory is missing")
+
+    # -- crypto helpers --------------------------------------------------------
+
+    def _ad(self, kind: Kind, object_id: bytes = b"", generation: int = 0) -> bytes:
+        return associated_data(self.header.version, self.header.vault_id, kind, object_id, generation)
+
+    def _seal_master(self, kind: Kind, plaintext: bytes) -> bytes:
+        return seal(self._master, plaintext, self._ad(kind))
+
+    def _open_master(self, kind: Kind, sealed) -> bytearray:
+        return open_sealed(self._master, sealed, self._ad(kind))
+
+    def _seal_body(self, entry: Entry, data: bytes) -> bytes:
+        ad = self._ad(Kind.BODY, entry.record_id, entry.meta.body_gen)
+        return seal(entry.data_key, data, ad)
+
+    # -- in-memory index -------------------------------------------------------
+
+    def _index(self, entry: Entry) -> None:
+        path = entry.meta.path
+        self._by_path[path] = entry
+        self._by_id[entry.record_id] = entry
+        self._children.setdefault(paths.parent(path), {})[paths.basename(path)] = entry
+        if entry.meta.is_dir:
+            self._children.setdefault(path, {})
+
+    def _unindex(self, entry: Entry) -> None:
+        path = entry.meta.path
+        del self._by_path[path]
+        del self._by_id[entry.record_id]
+        self._children.get(paths.parent(path), {}).pop(paths.basename(path), None)
+        if entry.meta.is_dir and not self._children.get(path):
+            self._children.pop(path, None)
+
+    # -- queries ----------------------------------------------------------------
+
+    def __len__(self) -> int:
+        with self._lock:
+            return sum(1 for e in self._by_path.values() if e.meta.type == FILE)
+
+    def exists(self, path: str) -> bool:
+        with self._lock:
+            return paths.normalize(path, allow_root=True) in self._by_path or path.strip("/") == ""
+
+    def stat(self, path: str) -> Meta:
+        with self._lock:
+            norm = paths.normalize(path, allow_root=True)
+            if norm == paths.ROOT:
+                return self.root_meta()
+            return self._entry(norm).meta
+
+    def root_meta(self) -> Meta:
+        created = self.header.created_ns
+        return Meta("", DIRECTORY, 0o700, 0, created, created, 0, 0, os.getuid(), os.getgid())
+
+    def list(self, directory: str = paths.ROOT) -> list[tuple[str, Meta]]:
+        """The entries of a directory, sorted by name."""
+        with self._lock:
+            norm = paths.normalize(directory, allow_root=True)
+            if norm != paths.ROOT:
+                entry = self._entry(norm)
+                if not entry.meta.is_dir:
+                    raise NotADirectory(norm)
+            children = self._children.get(norm, {})
+            return sorted((name, e.meta) for name, e in children.items())
+
+    def walk(self) -> list[Meta]:
+        """Every record's metadata, sorted by path."""
+        with self._lock:
+            return sorted((e.meta for e in self._by_path.values()), key=lambda m: m.path)
+
+    def get(self, path: str) -> bytes:
+        with self._lock:
+            norm = paths.normalize(path)
+            entry = self._entry(norm)
+            if entry.meta.is_dir:
+                raise IsADirectory(norm)
+            with self._store.read() as txn:
+                value = txn.get(entry.record_id, db=self._store.dbs["records"])
+                if value is None:
+                    raise MemoryCorrupted(norm)
+                try:
+                    _, sealed_body = records.unpack(value)
+                    ad = self._ad(Kind.BODY, entry.record_id, entry.meta.body_gen)
+                    return bytes(open_sealed(entry.data_key, sealed_body, ad))
+                except (DecryptionError, RecordFormatError):
+                    raise MemoryCorrupted(norm) from None
+
+    def readlink(self, path: str) -> str:
+        with self._lock:
+            entry = self._entry(paths.normalize(path))
+            if entry.meta.type != SYMLINK:
+                raise InvalidMove(path, path, "not a symbolic link")
+            return entry.meta.target
+
+    def _entry(self, norm: str) -> Entry:
+        entry = self._by_path.get(norm)
+        if entry is None:
+            raise MemoryNotFound(norm)
+        return entry
+
+    # -- changes ----------------------------------------------------------------
+
+    def put(
+        self,
+        path: str,
+        data: bytes,
+        *,
+        mode: int | None = None,
+        mtime_ns: int | None = None,
+    ) -> Meta:
+        """Store ``data`` at ``path``, creating missing parent directories."""
+        if len(data) > MAX_MEMORY_SIZE:
+            raise TooLarge(path, len(data), MAX_MEMORY_SIZE)
+        with self._lock:
+            self._check_writable()
+            norm = paths.normalize(path)
+            now = time.time_ns()
+            writes = self._parent_dirs(norm, now)
+            existing = self._by_path.get(norm)
+            if existing is not None:
+                if existing.meta.is_dir:
+                    raise IsADirectory(norm)
+                meta = existing.meta.evolve(
+                    size=len(data),
+                    mtime_ns=mtime_ns if mtime_ns is not None else now,
+                    ctime_ns=now,
+                    mode=existing.meta.mode if mode is None else mode,
+                )
+                meta = replace(meta, body_gen=meta.gen)
+                entry = Entry(existing.record_id, meta, existing.data_key)
+                writes.append(_Write(entry, existing.meta.gen, self._seal_body(entry, data)))
+            else:
+                meta = Meta(
+                    norm,
+                    FILE,
+                    records.DEFAULT_FILE_MODE if mode is None else mode,
+                    len(data),
+                    mtime_ns if mtime_ns is not None else now,
+                    now,
+                    1,
+                    1,
+                    os.getuid(),
+                    os.getgid(),
+                )
+                write = self._new_record(meta)
+                write.sealed_body = self._seal_body(write.entry, data)
+                writes.append(write)
+            self._commit(writes)
+            return meta
+
+    def mkdir(self, path: str, *, mode: int | None = None, parents: bool = False) -> Meta:
+        with self._lock:
+            self._check_writable()
+            norm = paths.normalize(path)
+            existing = self._by_path.get(norm)
+            if existing is not None:
+                if parents and existing.meta.is_dir:
+                    return existing.meta
+                raise AlreadyExists(norm)
+            now = time.time_ns()
+            if parents:
+                writes = self._parent_dirs(norm, now)
+            else:
+                self._require_dir(paths.parent(norm))
+                writes = []
+            meta = self._dir_meta(norm, now, mode)
+            writes.append(self._new_record(meta))
+            self._commit(writes)
+            return meta
+
+    def symlink(self, path: str, target: str) -> Meta:
+        with self._lock:
+            self._check_writable()
+            norm = paths.normalize(path)
+            if norm in self._by_path:
+                raise AlreadyExists(norm)
+            self._require_dir(paths.parent(norm))
+            now = time.time_ns()
+            meta = Meta(
+                norm, SYMLINK, 0o777, len(target.encode()), now, now, 1, 1,
+                os.getuid(), os.getgid(), target=target,
+            )
+            self._commit([self._new_record(meta)])
+            return meta
+
+    def set_attrs(
+        self,
+        path: str,
+        *,
+        mode: int | None = None,
+        mtime_ns: int | None = None,
+        uid: int | None = None,
+        gid: int | None = None,
+        xattrs: dict[str, str] | None = None,
+    ) -> Meta:
+        """Change metadata only (chmod, utimens, chown, xattrs); the body is untouched."""
+        with self._lock:
+            self._check_writable()
+            entry = self._entry(paths.normalize(path))
+            changes: dict = {"ctime_ns": time.time_ns()}
+            for name, value in (
+                ("mode", mode), ("mtime_ns", mtime_ns), ("uid", uid), ("gid", gid),
+                ("xattrs", xattrs),
+            ):
+                if value is not None:
+                    changes[name] = value
+            meta = entry.meta.evolve(**changes)
+            self._commit([_Write(Entry(entry.record_id, meta, entry.data_key), entry.meta.gen, None)])
+            return meta
+
+    def rename(self, old: str, new: str, *, replace_existing: bool = True) -> None:
+        """Move a file or directory tree; an existing target file is replaced (and shredded)."""
+        with self._lock:
+            self._check_writable()
+            src = paths.normalize(old)
+            dst = paths.normalize(new)
+            entry = self._entry(src)
+            if src == dst:
+                return
+            if paths.is_within(dst, src):
+                raise InvalidMove(src, dst, "a directory cannot move inside itself")
+            now = time.time_ns()
+            shreds: list[Entry] = []
+            target = self._by_path.get(dst)
+            if target is not None:
+                if not replace_existing:
+                    raise AlreadyExists(dst)
+                if entry.meta.is_dir and not target.meta.is_dir:
+                    raise NotADirectory(dst)
+                if not entry.meta.is_dir and target.meta.is_dir:
+                    raise IsADirectory(dst)
+                if target.meta.is_dir and self._children.get(dst):
+                    raise DirectoryNotEmpty(dst)
+                shreds.append(target)
+            writes = self._parent_dirs(dst, now)
+            moving = [entry]
+            if entry.meta.is_dir:
+                moving += [e for p, e in self._by_path.items() if p.startswith(src + "/")]
+            for e in moving:
+                new_path = dst + e.meta.path[len(src):]
+                meta = e.meta.evolve(path=new_path, ctime_ns=now)
+                writes.append(_Write(Entry(e.record_id, meta, e.data_key), e.meta.gen, None))
+            self._commit(writes, shreds)
+
+    def delete(self, path: str, *, recursive: bool = False) -> int:
+        """Crypto-shred a file, symlink or directory; return how many records went."""
+        with self._lock:
+            self._check_writable()
+            norm = paths.normalize(path)
+            entry = self._entry(norm)
+            doomed = [entry]
+            if entry.meta.is_dir:
+                below = [e for p, e in self._by_path.items() if p.startswith(norm + "/")]
+                if below and not recursive:
+                    raise DirectoryNotEmpty(norm)
+                doomed += below
+            self._commit([], doomed)
+            return len(doomed)
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise ReadOnlyVault(self.path)
+        if self._store.readonly:
+            raise ReadOnlyVault(self.path)
+
+    def _require_dir(self, norm: str) -> None:
+        if norm == paths.ROOT:
+            return
+        entry = self._entry(norm)
+        if not entry.meta.is_dir:
+            raise NotADirectory(norm)
+
+    def _dir_meta(self, norm: str, now: int, mode: int | None = None) -> Meta:
+        return Meta(
+            norm, DIRECTORY, records.DEFAULT_DIR_MODE if mode is None else mode, 0, now, now,
+            1, 1, os.getuid(), os.getgid(),
+        )
+
+    def _parent_dirs(self, norm: str, now: int) -> list[_Write]:
+        """Writes creating the missing ancestors of ``norm`` (mkdir -p)."""
+        writes = []
+        for ancestor in paths.ancestors(norm):
+            existing = self._by_path.get(ancestor)
+            if existing is None:
+                writes.append(self._new_record(self._dir_meta(ancestor, now)))
+            elif not existing.meta.is_dir:
+                raise NotADirectory(ancestor)
+        return writes
+
+    def _new_record(self, meta: Meta) -> _Write:
+        record_id = os.urandom(_ID_SIZE)
+        while record_id in self._by_id:  # pragma: no cover - 2^-128
+            record_id = os.urandom(_ID_SIZE)
+        data_key = new_key()
+        wrapped = seal(self._master, data_key, self._ad(Kind.DATA_KEY, record_id))
+        body = b"" if meta.type == DIRECTORY else None
+        write = _Write(Entry(record_id, meta, data_key), None, body, wrapped)
+        if meta.type == SYMLINK:
+            write.sealed_body = self._seal_body(write.entry, b"")
+        return write
+
+    def _commit(self, writes: list[_Write], shreds: Iterable[Entry] = ()) -> None:
+        """Apply writes and shreds in one durable transaction, then to the index."""
+        shreds = list(shreds)
+        acc = self._acc.copy()
+        for w in writes:
+            if w.old_gen is not None:
+                acc.remove(w.entry.record_id, w.old_gen)
+            acc.add(w.entry.record_id, w.entry.meta.gen)
+        for s in shreds:
+            acc.remove(s.record_id, s.meta.gen)
+        sealed_state = self._seal_master(Kind.STATE, acc.encode())
+        dbs = self._store.dbs
+
+        def txn_fn(txn) -> None:
+            for w in writes:
+                rid = w.entry.record_id
+                sealed_meta = seal(
+                    w.entry.data_key, w.entry.meta.encode(), self._ad(Kind.META, rid)
+                )
+                body = w.sealed_body
+                if body is None:
+                    _, stored_body = records.unpack(txn.get(rid, db=dbs["records"]))
+                    body = bytes(stored_body)
+                txn.put(rid, records.pack(sealed_meta, body), db=dbs["records"])
+                if w.wrapped_key is not None:
+                    txn.put(rid, w.wrapped_key, db=dbs["keys"])
+            for s in shreds:
+                txn.delete(s.record_id, db=dbs["records"])
+                txn.delete(s.record_id, db=dbs["keys"])
+            txn.put(_STATE_KEY, sealed_state, db=dbs["state"])
+
+        self._store.write(txn_fn)
+        self._acc = acc
+        for s in shreds:
+            self._unindex(s)
+            wipe(s.data_key)
+        for w in writes:
+            old = self._by_id.get(w.entry.record_id)
+            if old is not None:
+                self._unindex(old)
+        for w in sorted(writes, key=lambda w: w.entry.meta.path.count("/")):
+            self._index(w.entry)
+        if shreds:
+            self.pending_shreds += len(shreds)
+            self._schedule_compaction()
+
+    # -- compaction and closing ------------------------------------------------------
+
+    def _schedule_compaction(self) -> None:
+        if self._compact_delay is None:
+            return
+        if self._compact_timer is not None:
+            self._compact_timer.cancel()
+        timer = threading.Timer(self._compact_delay, self._compact_quietly)
+        timer.daemon = True
+        self._compact_timer = timer
+        timer.start()
+
+    def _compact_quietly(self) -> None:
+        with self._lock:
+            if not self._closed and self.pending_shreds:
+                self.compact()
+
+    def compact(self) -> None:
+        """Rewrite the vault file without free pages: shredded bytes are gone after this."""
+        with self._lock:
+            self._check_writable()
+            self._store.rebuild()
+            self.pending_shreds = 0
+
+    def close(self) -> None:
+        """Finish pending shreds (compaction), then wipe every key from memory."""
+        with self._lock:
+            if self._closed:
+                return
+            if self._compact_timer is not None:
+                self._compact_timer.cancel()
+            try:
+                if self.pending_shreds and not self._store.readonly:
+                    self.compact()
+            finally:
+                self._closed = True
+                self._store.close()
+                for entry in self._by_id.values():
+                    wipe(entry.data_key)
+                wipe(self._master)
+                wipe(self._state_key)
+                self._by_path.clear()
+                self._by_id.clear()
+                self._children.clear()
+
+    def __enter__(self) -> Vault:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class _Damaged(Exception):
+    """A record that cannot be decrypted (reason in the message)."""
+
+
+def _unlock(path: Path, header: Header, slots: list, passphrase: bytearray) -> bytearray:
+    """Try each keyslot in turn; return the master key."""
+    try:
+        for slot in slots:
+            if not isinstance(slot, Keyslot):
+                raise VaultCorrupted(path, f"keyslot {slot.index} is damaged")
+        for slot in slots:
+            try:
+                return slot.unwrap(passphrase, header.version, header.vault_id)
+            except DecryptionError:
+                continue
+        raise WrongPassphrase(path)
+    finally:
+        wipe(passphrase)
