@@ -57,12 +57,18 @@ class Store:
         create: bool = False,
         map_size: int | None = None,
         check: bool = True,
+        shared_lock: bool = True,
     ) -> None:
+        """Open (or create) the file; writers lock it exclusively, readers shared.
+
+        ``shared_lock=False`` is for ``status``, which only reads the header
+        and keyslots: those pages are never rewritten by a writer.
+        """
         self.path = path
         self.readonly = readonly
         self._lock_fd: int | None = None
-        if not readonly:
-            self._lock_fd = _acquire_writer_lock(path)
+        if not readonly or shared_lock:
+            self._lock_fd = _acquire_lock(path, exclusive=not readonly)
         try:
             if check and not create:
                 check_structure(path)
@@ -141,6 +147,16 @@ class Store:
             except lmdb.Error as exc:
                 raise _translate(exc, self.path) from exc
 
+    def settle(self) -> None:
+        """Commit once more so both LMDB meta pages describe the same content.
+
+        LMDB keeps the last two commits and opens the one with the higher
+        transaction id; a damaged meta page can make it fall back to the older
+        one. After this no-op commit that older one holds the same data, so
+        such damage yields the right answer rather than a stale one.
+        """
+        self.write(lambda txn: txn.put(b"settled", b"", db=self.dbs["state"]))
+
     def _grow(self) -> None:
         self._map_size *= 2
         self.env.set_mapsize(self._map_size)
@@ -174,6 +190,8 @@ class Store:
                             out.putmulti(
                                 ((bytes(k), bytes(v)) for k, v in cur.iternext()), append=True
                             )
+                with new_env.begin(write=True) as dst:  # see settle()
+                    dst.put(b"settled", b"", db=new_env.open_db(b"state", txn=dst))
                 new_env.sync(True)
             finally:
                 new_env.close()
@@ -207,22 +225,26 @@ def _translate(exc: lmdb.Error, path: Path) -> MemvaultError:
     text = str(exc)
     if isinstance(exc, lmdb.InvalidError) or "not an LMDB" in text:
         return NotAVault(path)
+    if "already open in this process" in text:
+        return VaultInUse(path, f" (pid {os.getpid()}, this process)")
     if "No space left" in text or isinstance(exc, lmdb.DiskError) and "space" in text:
         return DiskFull(path)
     return VaultCorrupted(path, f"storage error: {text.split(':')[-1].strip()}")
 
 
-def _acquire_writer_lock(path: Path) -> int:
+def _acquire_lock(path: Path, *, exclusive: bool) -> int:
+    """flock ``<vault>-lock``; the exclusive holder writes its pid into it."""
     lp = lock_path(path)
     fd = os.open(lp, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
     except BlockingIOError:
         holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
         os.close(fd)
         raise VaultInUse(path, f" (pid {holder})" if holder.isdigit() else "") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    if exclusive:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
 
 
@@ -273,7 +295,7 @@ def _walk(path: Path) -> None:
     env.close()
 
 
-_CHECK_OK, _CHECK_NOT_LMDB, _CHECK_LMDB_ERROR = 0, 3, 4
+_CHECK_OK, _CHECK_NOT_LMDB, _CHECK_LMDB_ERROR, _CHECK_OPEN_HERE = 0, 3, 4, 5
 
 
 def check_structure(path: Path, timeout: float = CHECK_TIMEOUT_S) -> None:
@@ -289,6 +311,8 @@ def check_structure(path: Path, timeout: float = CHECK_TIMEOUT_S) -> None:
             code = _CHECK_OK
         except lmdb.InvalidError:
             code = _CHECK_NOT_LMDB
+        except lmdb.Error as exc:
+            code = _CHECK_OPEN_HERE if "already open" in str(exc) else _CHECK_LMDB_ERROR
         except BaseException:
             code = _CHECK_LMDB_ERROR
         finally:
@@ -311,5 +335,7 @@ def check_structure(path: Path, timeout: float = CHECK_TIMEOUT_S) -> None:
     code = os.WEXITSTATUS(status)
     if code == _CHECK_NOT_LMDB:
         raise NotAVault(path)
+    if code == _CHECK_OPEN_HERE:
+        raise VaultInUse(path, f" (pid {os.getpid()}, this process)")
     if code != _CHECK_OK:
         raise VaultCorrupted(path, "its storage structure cannot be read")

@@ -106,7 +106,7 @@ def read_info(path: Path) -> VaultInfo:
     if not path.exists():
         raise VaultNotFound(path)
     pid = writer_pid(path)
-    store = Store(path, readonly=True)
+    store = Store(path, readonly=True, shared_lock=False)
     try:
         header, slots = _read_header_and_slots(store)
     finally:
@@ -173,6 +173,7 @@ class Vault:
         self._acc = Accumulator(self._state_key)
         self.damaged: dict[bytes, str] = {}
         self.pending_shreds = 0
+        self._dirty = False
         self._compact_delay = compact_delay
         self._compact_timer: threading.Timer | None = None
         self._closed = False
@@ -659,6 +660,7 @@ class Vault:
             txn.put(_STATE_KEY, sealed_state, db=dbs["state"])
 
         self._store.write(txn_fn)
+        self._dirty = True
         self._acc = acc
         for s in shreds:
             self._unindex(s)
@@ -696,6 +698,7 @@ class Vault:
             self._check_writable()
             self._store.rebuild()
             self.pending_shreds = 0
+            self._dirty = False
 
     def close(self) -> None:
         """Finish pending shreds (compaction), then wipe every key from memory."""
@@ -707,6 +710,8 @@ class Vault:
             try:
                 if self.pending_shreds and not self._store.readonly:
                     self.compact()
+                elif self._dirty:
+                    self._store.settle()
             finally:
                 self._closed = True
                 self._store.close()

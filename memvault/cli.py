@@ -1,0 +1,247 @@
+"""The `memvault` command line.
+
+Every failure a user can cause or meet (wrong passphrase, no vault, damaged
+vault, bad path, vault in use, full disk) is one sentence on stderr and a
+non-zero exit status; tracebacks are only printed with MEMVAULT_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from . import __version__
+from .crypto import DEFAULT_KDF, KdfParams
+from .errors import MemvaultError, PassphraseError, VaultExists
+from .passphrase import ENV_VAR, read_passphrase
+from .vault import Vault, read_info
+
+DEFAULT_VAULT = "~/.memvault/memory.vault"
+VAULT_ENV_VAR = "MEMVAULT_VAULT"
+
+EXIT_ERROR = 1
+EXIT_INTERRUPTED = 130
+
+
+def vault_path(args: argparse.Namespace) -> Path:
+    given = getattr(args, "vault", None) or os.environ.get(VAULT_ENV_VAR) or DEFAULT_VAULT
+    return Path(given).expanduser()
+
+
+def open_vault(args: argparse.Namespace, *, readonly: bool = False) -> Vault:
+    path = vault_path(args)
+    read_info(path)  # fails on a missing or damaged vault before asking anything
+    passphrase = read_passphrase(from_stdin=getattr(args, "passphrase_stdin", False))
+    vault = Vault.open(path, passphrase, readonly=readonly, compact_delay=None)
+    if vault.damaged:
+        ids = ", ".join(rid.hex()[:12] for rid in list(vault.damaged)[:5])
+        print(
+            f"memvault: warning: {len(vault.damaged)} record(s) of the vault are damaged "
+            f"and cannot be read (record ids {ids}).",
+            file=sys.stderr,
+        )
+    return vault
+
+
+# -- commands -------------------------------------------------------------------
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    path = vault_path(args)
+    kdf = KdfParams(
+        args.kdf_time, args.kdf_memory * 1024, args.kdf_parallelism
+    )
+    try:
+        kdf.validate()
+    except ValueError as exc:
+        raise PassphraseError(f"{exc}.") from None
+    if path.exists():
+        raise VaultExists(path)
+    passphrase = read_passphrase(
+        from_stdin=getattr(args, "passphrase_stdin", False), confirm=True
+    )
+    Vault.create(path, passphrase, kdf=kdf, compact_delay=None).close()
+    print(f"Created the vault {path} ({kdf.describe()}).")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    info = read_info(vault_path(args))
+    created = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(info.header.created_ns / 1e9))
+    if info.writer_pid is None:
+        state = "locked (no process has it open)"
+    else:
+        state = f"open for writing by process {info.writer_pid}"
+    print(f"vault:     {info.path}")
+    print(f"format:    memvault format {info.header.version}")
+    print(f"vault id:  {info.header.vault_id.hex()}")
+    print(f"created:   {created}")
+    print(f"size:      {_human(info.file_size)} ({info.file_size} bytes)")
+    print(f"state:     {state}")
+    print(f"keyslots:  {len(info.slots)}")
+    for slot in info.slots:
+        kdf = slot.kdf.describe() if hasattr(slot, "kdf") else "damaged"
+        print(f"  slot {slot.index}: {kdf}")
+    return 0
+
+
+def cmd_put(args: argparse.Namespace) -> int:
+    with open_vault(args) as vault:
+        data = sys.stdin.buffer.read()
+        meta = vault.put(args.path, data)
+    print(f"Stored {meta.path} ({meta.size} bytes).", file=sys.stderr)
+    return 0
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    with open_vault(args, readonly=True) as vault:
+        data = vault.get(args.path)
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+    return 0
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    with open_vault(args, readonly=True) as vault:
+        if args.recursive:
+            root = args.directory.strip("/")
+            vault.list(root)  # raises if it is not a directory
+            prefix = root + "/" if root else ""
+            rows = [
+                (m.path[len(prefix):], m) for m in vault.walk() if m.path.startswith(prefix)
+            ]
+        else:
+            rows = vault.list(args.directory)
+    for name, meta in rows:
+        shown = name + "/" if meta.is_dir else name
+        if args.long:
+            mtime = time.strftime("%Y-%m-%d %H:%M", time.localtime(meta.mtime_ns / 1e9))
+            print(f"{meta.size:>10}  {mtime}  {shown}")
+        else:
+            print(shown)
+    return 0
+
+
+def cmd_rm(args: argparse.Namespace) -> int:
+    with open_vault(args) as vault:
+        count = vault.delete(args.path, recursive=args.recursive)
+        print(f"Shredded {args.path.strip('/')} ({count} record(s)); compacting...",
+              file=sys.stderr)
+    return 0
+
+
+def cmd_mv(args: argparse.Namespace) -> int:
+    with open_vault(args) as vault:
+        vault.rename(args.old, args.new)
+    return 0
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    path = vault_path(args)
+    with open_vault(args) as vault:
+        before = path.stat().st_size
+        vault.compact()
+        after = path.stat().st_size
+    print(f"Compacted {path}: {_human(before)} -> {_human(after)}.")
+    return 0
+
+
+def _human(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError  # pragma: no cover
+
+
+# -- parser ---------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--vault",
+        metavar="PATH",
+        default=argparse.SUPPRESS,
+        help=f"the vault file (default: ${VAULT_ENV_VAR}, else {DEFAULT_VAULT})",
+    )
+    common.add_argument(
+        "--passphrase-stdin",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="read the passphrase from the first line of standard input "
+        f"(otherwise: ${ENV_VAR}, else a prompt)",
+    )
+    parser = argparse.ArgumentParser(
+        prog="memvault",
+        parents=[common],
+        description="An encrypted, offline memory vault for AI agents.",
+        epilog="Run `memvault COMMAND --help` for the options of a command.",
+    )
+    parser.add_argument("--version", action="version", version=f"memvault {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def add(name: str, func: Callable, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, parents=[common], help=help_text, description=help_text)
+        p.set_defaults(func=func)
+        return p
+
+    p = add("init", cmd_init, "create a new vault (asks for the passphrase twice)")
+    p.add_argument("--kdf-time", type=int, default=DEFAULT_KDF.time_cost, metavar="N",
+                   help=f"Argon2id passes (default {DEFAULT_KDF.time_cost})")
+    p.add_argument("--kdf-memory", type=int, default=DEFAULT_KDF.memory_kib // 1024,
+                   metavar="MIB", help=f"Argon2id memory in MiB "
+                   f"(default {DEFAULT_KDF.memory_kib // 1024})")
+    p.add_argument("--kdf-parallelism", type=int, default=DEFAULT_KDF.parallelism,
+                   metavar="N", help=f"Argon2id lanes (default {DEFAULT_KDF.parallelism})")
+    add("status", cmd_status, "show the vault's format, size, keyslots and state "
+        "(no passphrase needed)")
+    p = add("put", cmd_put, "store standard input as the memory at PATH")
+    p.add_argument("path", metavar="PATH", help="e.g. projects/api.md")
+    p = add("get", cmd_get, "write the memory at PATH to standard output")
+    p.add_argument("path", metavar="PATH")
+    p = add("ls", cmd_ls, "list a directory of the vault (directories end in /)")
+    p.add_argument("directory", metavar="DIR", nargs="?", default="")
+    p.add_argument("-l", "--long", action="store_true", help="show sizes and times")
+    p.add_argument("-R", "--recursive", action="store_true", help="list the whole tree")
+    p = add("rm", cmd_rm, "crypto-shred the memory at PATH (its key and bytes are destroyed)")
+    p.add_argument("path", metavar="PATH")
+    p.add_argument("-r", "--recursive", action="store_true", help="shred a directory tree")
+    p = add("mv", cmd_mv, "move or rename a memory or directory (replaces an existing file)")
+    p.add_argument("old", metavar="OLD")
+    p.add_argument("new", metavar="NEW")
+    add("compact", cmd_compact, "rewrite the vault file so no shredded byte remains")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except MemvaultError as exc:
+        _fail(str(exc))
+        return exc.exit_code
+    except KeyboardInterrupt:
+        _fail("interrupted.")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_ERROR
+    except Exception as exc:  # a bug: still one line, the details on request
+        if os.environ.get("MEMVAULT_DEBUG"):
+            raise
+        _fail(f"internal error ({type(exc).__name__}: {exc}); "
+              "rerun with MEMVAULT_DEBUG=1 for details.")
+        return EXIT_ERROR
+
+
+def _fail(message: str) -> None:
+    print(f"memvault: {message}", file=sys.stderr)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

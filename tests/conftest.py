@@ -1,0 +1,109 @@
+"""Shared fixtures: real vault files in temporary directories, real crypto.
+
+Tests use cheap Argon2id parameters (8 MiB, one pass) so that the suite
+stays fast; everything else is the production code path.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memvault.crypto import KdfParams
+from memvault.vault import Vault
+
+FAST_KDF = KdfParams(time_cost=1, memory_kib=8 * 1024, parallelism=1)
+PASSPHRASE = b"correct horse battery staple"
+KDF_ARGS = ["--kdf-time", "1", "--kdf-memory", "8", "--kdf-parallelism", "1"]
+
+
+@pytest.fixture
+def vault_path(tmp_path: Path) -> Path:
+    return tmp_path / "vaultdir" / "memory.vault"
+
+
+@pytest.fixture
+def vault(vault_path: Path):
+    v = Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None)
+    try:
+        yield v
+    finally:
+        v.close()
+
+
+def reopen(path: Path, **kwargs) -> Vault:
+    kwargs.setdefault("compact_delay", None)
+    return Vault.open(path, PASSPHRASE, **kwargs)
+
+
+def run_cli(
+    *args: str,
+    vault: Path | None = None,
+    input: bytes | None = None,
+    passphrase: bytes | None = PASSPHRASE,
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess:
+    """Run the real `memvault` command in a subprocess."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_")}
+    if vault is not None:
+        full_env["MEMVAULT_VAULT"] = str(vault)
+    if passphrase is not None:
+        full_env["MEMVAULT_PASSPHRASE"] = passphrase.decode()
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "memvault", *args],
+        input=input if input is not None else b"",
+        capture_output=True,
+        env=full_env,
+        timeout=timeout,
+        start_new_session=True,  # no controlling terminal: prompts cannot block
+    )
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess) -> str:
+    """A failure is a non-zero exit and exactly one sentence on stderr."""
+    assert result.returncode != 0, result
+    err = result.stderr.decode()
+    assert "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("memvault: "), err
+    return lines[0]
+
+
+def encodings(needle: bytes) -> list[bytes]:
+    """The forms in which a secret could leak: raw, UTF-16 and base64 at any alignment."""
+    text = needle.decode()
+    forms = [needle, text.encode("utf-16-le"), text.encode("utf-16-be")]
+    for shift in range(3):
+        encoded = base64.b64encode(b"\0" * shift + needle)
+        # Drop the characters that depend on the neighbouring bytes.
+        start = -(-4 * shift // 3)
+        forms.append(encoded[start : len(encoded) - 4])
+    return [f for f in forms if len(f) >= 6]
+
+
+def files_under(*roots: Path) -> list[Path]:
+    found = []
+    for root in roots:
+        if root.is_file():
+            found.append(root)
+        elif root.is_dir():
+            found += [p for p in root.rglob("*") if p.is_file()]
+    return found
+
+
+def assert_nowhere(needles: list[bytes], *roots: Path) -> None:
+    files = files_under(*roots)
+    assert files, "nothing to scan"
+    for path in files:
+        data = path.read_bytes()
+        for needle in needles:
+            for form in encodings(needle):
+                assert form not in data, f"{needle!r} found as {form!r} in {path}"
