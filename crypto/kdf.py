@@ -27,9 +27,7 @@ class KdfParams:
             raise ValueError("Argon2id parallelism must be between 1 and 16")
 
     def describe(self) -> str:
-        return (
-            f"argon2id t={self.time_cost} m={self.memory_kib // 1024} MiB p={self.parallelism}"
-        )
+        return f"argon2id t={self.time_cost} m={self.memory_kib // 1024} MiB p={self.parallelism}"
 
     def as_dict(self) -> dict[str, int]:
         return {"t": self.time_cost, "m": self.memory_kib, "p": self.parallelism}

@@ -52,18 +52,14 @@ def open_vault(args: argparse.Namespace, *, readonly: bool = False) -> Vault:
 
 def cmd_init(args: argparse.Namespace) -> int:
     path = vault_path(args)
-    kdf = KdfParams(
-        args.kdf_time, args.kdf_memory * 1024, args.kdf_parallelism
-    )
+    kdf = KdfParams(args.kdf_time, args.kdf_memory * 1024, args.kdf_parallelism)
     try:
         kdf.validate()
     except ValueError as exc:
         raise PassphraseError(f"{exc}.") from None
     if path.exists():
         raise VaultExists(path)
-    passphrase = read_passphrase(
-        from_stdin=getattr(args, "passphrase_stdin", False), confirm=True
-    )
+    passphrase = read_passphrase(from_stdin=getattr(args, "passphrase_stdin", False), confirm=True)
     Vault.create(path, passphrase, kdf=kdf, compact_delay=None).close()
     print(f"Created the vault {path} ({kdf.describe()}).")
     return 0
@@ -111,9 +107,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
             root = args.directory.strip("/")
             vault.list(root)  # raises if it is not a directory
             prefix = root + "/" if root else ""
-            rows = [
-                (m.path[len(prefix):], m) for m in vault.walk() if m.path.startswith(prefix)
-            ]
+            rows = [(m.path[len(prefix) :], m) for m in vault.walk() if m.path.startswith(prefix)]
         else:
             rows = vault.list(args.directory)
     for name, meta in rows:
@@ -129,8 +123,9 @@ def cmd_ls(args: argparse.Namespace) -> int:
 def cmd_rm(args: argparse.Namespace) -> int:
     with open_vault(args) as vault:
         count = vault.delete(args.path, recursive=args.recursive)
-        print(f"Shredded {args.path.strip('/')} ({count} record(s)); compacting...",
-              file=sys.stderr)
+        print(
+            f"Shredded {args.path.strip('/')} ({count} record(s)); compacting...", file=sys.stderr
+        )
     return 0
 
 
@@ -191,15 +186,32 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     p = add("init", cmd_init, "create a new vault (asks for the passphrase twice)")
-    p.add_argument("--kdf-time", type=int, default=DEFAULT_KDF.time_cost, metavar="N",
-                   help=f"Argon2id passes (default {DEFAULT_KDF.time_cost})")
-    p.add_argument("--kdf-memory", type=int, default=DEFAULT_KDF.memory_kib // 1024,
-                   metavar="MIB", help=f"Argon2id memory in MiB "
-                   f"(default {DEFAULT_KDF.memory_kib // 1024})")
-    p.add_argument("--kdf-parallelism", type=int, default=DEFAULT_KDF.parallelism,
-                   metavar="N", help=f"Argon2id lanes (default {DEFAULT_KDF.parallelism})")
-    add("status", cmd_status, "show the vault's format, size, keyslots and state "
-        "(no passphrase needed)")
+    p.add_argument(
+        "--kdf-time",
+        type=int,
+        default=DEFAULT_KDF.time_cost,
+        metavar="N",
+        help=f"Argon2id passes (default {DEFAULT_KDF.time_cost})",
+    )
+    p.add_argument(
+        "--kdf-memory",
+        type=int,
+        default=DEFAULT_KDF.memory_kib // 1024,
+        metavar="MIB",
+        help=f"Argon2id memory in MiB (default {DEFAULT_KDF.memory_kib // 1024})",
+    )
+    p.add_argument(
+        "--kdf-parallelism",
+        type=int,
+        default=DEFAULT_KDF.parallelism,
+        metavar="N",
+        help=f"Argon2id lanes (default {DEFAULT_KDF.parallelism})",
+    )
+    add(
+        "status",
+        cmd_status,
+        "show the vault's format, size, keyslots and state (no passphrase needed)",
+    )
     p = add("put", cmd_put, "store standard input as the memory at PATH")
     p.add_argument("path", metavar="PATH", help="e.g. projects/api.md")
     p = add("get", cmd_get, "write the memory at PATH to standard output")
@@ -234,8 +246,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug: still one line, the details on request
         if os.environ.get("MEMVAULT_DEBUG"):
             raise
-        _fail(f"internal error ({type(exc).__name__}: {exc}); "
-              "rerun with MEMVAULT_DEBUG=1 for details.")
+        _fail(
+            f"internal error ({type(exc).__name__}: {exc}); "
+            "rerun with MEMVAULT_DEBUG=1 for details."
+        )
         return EXIT_ERROR
 
 

@@ -56,7 +56,7 @@ class MemoryCorrupted(MemvaultError):
 
 
 class VaultInUse(MemvaultError):
-    """The vault {0} is in use by another memvault process{1}; lock it or stop that process first."""
+    """The vault {0} is in use by another memvault process{1}; lock it or stop that process."""
 
     errno = _errno.EBUSY
 

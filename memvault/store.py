@@ -99,8 +99,7 @@ class Store:
             raise _translate(exc, self.path) from exc
         try:
             self.dbs = {
-                name: self.env.open_db(name.encode(), create=not self.readonly)
-                for name in DB_NAMES
+                name: self.env.open_db(name.encode(), create=not self.readonly) for name in DB_NAMES
             }
         except lmdb.NotFoundError as exc:
             self.env.close()

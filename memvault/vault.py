@@ -117,9 +117,7 @@ def read_info(path: Path) -> VaultInfo:
 def _read_header_and_slots(store: Store) -> tuple[Header, list[Keyslot]]:
     with store.read() as txn:
         raw_header = txn.get(_HEADER_KEY, db=store.dbs["meta"])
-        raw_slots = [
-            (bytes(k), bytes(v)) for k, v in store.items(txn, "slots")
-        ]
+        raw_slots = [(bytes(k), bytes(v)) for k, v in store.items(txn, "slots")]
     if raw_header is None:
         raise NotAVault(store.path)
     try:
@@ -304,9 +302,7 @@ class Vault:
         if wrapped_key is None:
             raise _Damaged("its data key is missing")
         try:
-            data_key = open_sealed(
-                self._master, wrapped_key, self._ad(Kind.DATA_KEY, record_id)
-            )
+            data_key = open_sealed(self._master, wrapped_key, self._ad(Kind.DATA_KEY, record_id))
         except DecryptionError:
             raise _Damaged("its data key failed authentication") from None
         try:
@@ -330,7 +326,9 @@ class Vault:
     # -- crypto helpers --------------------------------------------------------
 
     def _ad(self, kind: Kind, object_id: bytes = b"", generation: int = 0) -> bytes:
-        return associated_data(self.header.version, self.header.vault_id, kind, object_id, generation)
+        return associated_data(
+            self.header.version, self.header.vault_id, kind, object_id, generation
+        )
 
     def _seal_master(self, kind: Kind, plaintext: bytes) -> bytes:
         return seal(self._master, plaintext, self._ad(kind))
@@ -506,8 +504,17 @@ class Vault:
             self._require_dir(paths.parent(norm))
             now = time.time_ns()
             meta = Meta(
-                norm, SYMLINK, 0o777, len(target.encode()), now, now, 1, 1,
-                os.getuid(), os.getgid(), target=target,
+                norm,
+                SYMLINK,
+                0o777,
+                len(target.encode()),
+                now,
+                now,
+                1,
+                1,
+                os.getuid(),
+                os.getgid(),
+                target=target,
             )
             self._commit([self._new_record(meta)])
             return meta
@@ -528,13 +535,18 @@ class Vault:
             entry = self._entry(paths.normalize(path))
             changes: dict = {"ctime_ns": time.time_ns()}
             for name, value in (
-                ("mode", mode), ("mtime_ns", mtime_ns), ("uid", uid), ("gid", gid),
+                ("mode", mode),
+                ("mtime_ns", mtime_ns),
+                ("uid", uid),
+                ("gid", gid),
                 ("xattrs", xattrs),
             ):
                 if value is not None:
                     changes[name] = value
             meta = entry.meta.evolve(**changes)
-            self._commit([_Write(Entry(entry.record_id, meta, entry.data_key), entry.meta.gen, None)])
+            self._commit(
+                [_Write(Entry(entry.record_id, meta, entry.data_key), entry.meta.gen, None)]
+            )
             return meta
 
     def rename(self, old: str, new: str, *, replace_existing: bool = True) -> None:
@@ -566,7 +578,7 @@ class Vault:
             if entry.meta.is_dir:
                 moving += [e for p, e in self._by_path.items() if p.startswith(src + "/")]
             for e in moving:
-                new_path = dst + e.meta.path[len(src):]
+                new_path = dst + e.meta.path[len(src) :]
                 meta = e.meta.evolve(path=new_path, ctime_ns=now)
                 writes.append(_Write(Entry(e.record_id, meta, e.data_key), e.meta.gen, None))
             self._commit(writes, shreds)
@@ -601,8 +613,16 @@ class Vault:
 
     def _dir_meta(self, norm: str, now: int, mode: int | None = None) -> Meta:
         return Meta(
-            norm, DIRECTORY, records.DEFAULT_DIR_MODE if mode is None else mode, 0, now, now,
-            1, 1, os.getuid(), os.getgid(),
+            norm,
+            DIRECTORY,
+            records.DEFAULT_DIR_MODE if mode is None else mode,
+            0,
+            now,
+            now,
+            1,
+            1,
+            os.getuid(),
+            os.getgid(),
         )
 
     def _parent_dirs(self, norm: str, now: int) -> list[_Write]:

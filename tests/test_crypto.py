@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from memvault.crypto import (
     DEFAULT_KDF,
     OVERHEAD,
@@ -95,7 +94,9 @@ def test_default_kdf_is_at_least_rfc9106_second_recommendation():
     assert DEFAULT_KDF.parallelism >= 4
 
 
-@pytest.mark.parametrize("bad", [KdfParams(0, 8192, 1), KdfParams(1, 1024, 1), KdfParams(1, 8192, 0)])
+@pytest.mark.parametrize(
+    "bad", [KdfParams(0, 8192, 1), KdfParams(1, 1024, 1), KdfParams(1, 8192, 0)]
+)
 def test_kdf_rejects_weak_or_invalid_parameters(bad):
     with pytest.raises(ValueError):
         bad.validate()

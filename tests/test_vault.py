@@ -59,7 +59,13 @@ def test_rename_file_and_directory_tree(vault_path, vault):
     assert [n for n, _ in vault.list()] == ["z"]
     vault.close()
     with reopen(vault_path) as again:
-        assert sorted(m.path for m in again.walk()) == ["z", "z/y", "z/y/b", "z/y/c2.md", "z/y/d.md"]
+        assert sorted(m.path for m in again.walk()) == [
+            "z",
+            "z/y",
+            "z/y/b",
+            "z/y/c2.md",
+            "z/y/d.md",
+        ]
 
 
 def test_rename_replaces_existing_file(vault):

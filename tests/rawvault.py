@@ -1,0 +1,66 @@
+"""Raw access to a closed vault file, as an attacker or a bad disk would have it."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+
+import lmdb
+from memvault.crypto import with_checksum, without_checksum
+
+from memvault import records
+
+
+@contextmanager
+def raw(path: Path, write: bool = False):
+    env = lmdb.open(str(path), subdir=False, lock=False, max_dbs=16, readonly=not write)
+    dbs = {
+        name: env.open_db(name.encode(), create=False)
+        for name in ("meta", "slots", "state", "keys", "records")
+    }
+    try:
+        with env.begin(write=write) as txn:
+            yield txn, dbs
+    finally:
+        env.close()
+
+
+def record_ids(path: Path) -> list[bytes]:
+    with raw(path) as (txn, dbs):
+        return [bytes(k) for k, _ in txn.cursor(dbs["records"])]
+
+
+def record_for(path: Path, vault_obj, memory_path: str) -> tuple[bytes, bytes, bytes]:
+    """(record id, stored record value, wrapped data key) of a memory."""
+    rid = vault_obj._by_path[memory_path].record_id
+    store = vault_obj._store  # the vault is open: read through its own environment
+    with store.read() as txn:
+        value = txn.get(rid, db=store.dbs["records"])
+        wrapped = txn.get(rid, db=store.dbs["keys"])
+        return rid, bytes(value), bytes(wrapped)
+
+
+def split(value: bytes) -> tuple[bytes, bytes]:
+    meta, body = records.unpack(value)
+    return bytes(meta), bytes(body)
+
+
+def edit_json(stored: bytes, change, fix_checksum: bool = True) -> bytes:
+    """Change a checksummed JSON value (header or keyslot)."""
+    import json
+
+    doc = json.loads(without_checksum(stored))
+    change(doc)
+    data = json.dumps(doc, sort_keys=True).encode()
+    return with_checksum(data) if fix_checksum else data + stored[-16:]
+
+
+def flip_in_file(path: Path, needle: bytes, offset_in_needle: int, mask: int = 0x01) -> None:
+    """Flip one byte of every copy of ``needle`` (old pages may hold stale copies)."""
+    data = bytearray(path.read_bytes())
+    at = data.find(needle)
+    assert at >= 0, "the ciphertext is not in the file"
+    while at >= 0:
+        data[at + offset_in_needle] ^= mask
+        at = data.find(needle, at + 1)
+    path.write_bytes(bytes(data))
