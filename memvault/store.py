@@ -69,6 +69,9 @@ class Store:
         self._lock_fd: int | None = None
         if not readonly or shared_lock:
             self._lock_fd = _acquire_lock(path, exclusive=not readonly)
+        if not readonly:  # a compaction killed half-way leaves its copy behind
+            for stale in (self._compacting_path(), lock_path(self._compacting_path())):
+                stale.unlink(missing_ok=True)
         try:
             if check and not create:
                 check_structure(path)
@@ -166,9 +169,12 @@ class Store:
 
     # -- compaction --------------------------------------------------------
 
+    def _compacting_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".compacting")
+
     def rebuild(self) -> None:
         """Rewrite the file with live data only (fsync, then atomic rename)."""
-        tmp = self.path.with_name(self.path.name + ".compacting")
+        tmp = self._compacting_path()
         for stale in (tmp, lock_path(tmp)):
             stale.unlink(missing_ok=True)
         try:

@@ -1,0 +1,133 @@
+"""The `memvault` command as a user runs it: a subprocess, real files."""
+
+from __future__ import annotations
+
+from .conftest import KDF_ARGS, PASSPHRASE, assert_one_line_error, run_cli
+
+
+def init(vault_path):
+    result = run_cli(
+        "init",
+        "--passphrase-stdin",
+        *KDF_ARGS,
+        vault=vault_path,
+        input=PASSPHRASE + b"\n",
+        passphrase=None,
+    )
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_full_cycle(vault_path):
+    assert "Created the vault" in init(vault_path).stdout.decode()
+    assert oct(vault_path.stat().st_mode & 0o777) == "0o600"
+    note = "# API\n- deploys go through `make release`\n- naïve UTF-8 ✓\n".encode()
+    assert run_cli("put", "projects/api.md", vault=vault_path, input=note).returncode == 0
+    assert run_cli("get", "projects/api.md", vault=vault_path).stdout == note
+    assert run_cli("ls", vault=vault_path).stdout == b"projects/\n"
+    long = run_cli("ls", "-l", "projects", vault=vault_path).stdout.decode()
+    assert "api.md" in long and str(len(note)) in long
+    assert run_cli("mv", "projects/api.md", "projects/service.md", vault=vault_path).returncode == 0
+    assert run_cli("ls", "-R", vault=vault_path).stdout == b"projects/\nprojects/service.md\n"
+    assert run_cli("rm", "projects/service.md", vault=vault_path).returncode == 0
+    assert run_cli("ls", "projects", vault=vault_path).stdout == b""
+    compact = run_cli("compact", vault=vault_path)
+    assert compact.returncode == 0 and "Compacted" in compact.stdout.decode()
+
+
+def test_passphrase_from_stdin_then_content(vault_path):
+    init(vault_path)
+    result = run_cli(
+        "put",
+        "a.md",
+        "--passphrase-stdin",
+        vault=vault_path,
+        input=PASSPHRASE + b"\nline one\nline two\n",
+        passphrase=None,
+    )
+    assert result.returncode == 0, result.stderr
+    got = run_cli("get", "a.md", vault=vault_path)
+    assert got.stdout == b"line one\nline two\n"
+
+
+def test_vault_option_overrides_environment(vault_path, tmp_path):
+    init(vault_path)
+    result = run_cli("status", "--vault", str(vault_path), vault=tmp_path / "other.vault")
+    assert result.returncode == 0 and str(vault_path) in result.stdout.decode()
+
+
+def test_status_needs_no_passphrase(vault_path):
+    init(vault_path)
+    out = run_cli("status", vault=vault_path, passphrase=None)
+    text = out.stdout.decode()
+    assert out.returncode == 0, out.stderr
+    for expected in (
+        "format:    memvault format 1",
+        "created:",
+        "size:",
+        "keyslots:  1",
+        "slot 0: argon2id t=1 m=8 MiB p=1",
+        "locked",
+    ):
+        assert expected in text, text
+
+
+def test_init_refuses_to_overwrite(vault_path):
+    init(vault_path)
+    before = vault_path.read_bytes()
+    result = run_cli(
+        "init", "--passphrase-stdin", vault=vault_path, input=b"other\n", passphrase=None
+    )
+    assert "refusing to overwrite" in assert_one_line_error(result)
+    assert vault_path.read_bytes() == before
+
+
+def test_init_rejects_empty_passphrase(vault_path):
+    result = run_cli("init", "--passphrase-stdin", vault=vault_path, input=b"\n", passphrase=None)
+    assert "empty" in assert_one_line_error(result)
+    assert not vault_path.exists()
+
+
+def test_no_passphrase_without_terminal(vault_path):
+    init(vault_path)
+    result = run_cli("ls", vault=vault_path, passphrase=None)
+    assert "--passphrase-stdin" in assert_one_line_error(result)
+
+
+def test_one_sentence_errors(vault_path, tmp_path):
+    missing = run_cli("ls", vault=tmp_path / "none.vault")
+    assert "No vault at" in assert_one_line_error(missing)
+    init(vault_path)
+    cases = {
+        ("get", "nothing.md"): "No memory at",
+        ("put", "../escape.md"): "Invalid memory path",
+        ("put", "a//b.md"): "empty file or directory name",
+        ("put", "search/x.md"): "reserved",
+        ("mv", "nothing.md", "b.md"): "No memory at",
+        ("rm", "nothing.md"): "No memory at",
+    }
+    for args, expected in cases.items():
+        line = assert_one_line_error(run_cli(*args, vault=vault_path))
+        assert expected in line, (args, line)
+    junk = tmp_path / "junk.vault"
+    junk.write_bytes(b"not a vault at all" * 1000)
+    assert "not a memvault vault" in assert_one_line_error(run_cli("ls", vault=junk))
+
+
+def test_vault_in_use_by_another_process(vault_path):
+    from .conftest import reopen
+
+    init(vault_path)
+    with reopen(vault_path):
+        line = assert_one_line_error(run_cli("put", "a.md", vault=vault_path, input=b"x"))
+        assert "in use by another memvault process" in line
+        # status still works while the vault is held open.
+        out = run_cli("status", vault=vault_path, passphrase=None)
+        assert out.returncode == 0 and "open for writing by process" in out.stdout.decode()
+
+
+def test_help_lists_every_command():
+    out = run_cli("--help").stdout.decode()
+    for command in ("init", "status", "put", "get", "ls", "rm", "mv", "compact"):
+        assert command in out
+    assert "--passphrase-stdin" in run_cli("put", "--help").stdout.decode()

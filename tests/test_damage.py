@@ -1,0 +1,156 @@
+"""A single flipped byte anywhere in the vault file, LMDB's own pages included,
+gives the right answer or a clear error: never a crash, a hang or wrong content."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import select
+import signal
+import time
+import traceback
+
+import pytest
+
+from memvault.errors import MemoryCorrupted, MemvaultError
+
+from .conftest import reopen
+
+TRIAL_TIMEOUT_S = 60
+PAGE = 4096
+
+
+def _read_everything(path, expected: dict[str, str]) -> dict:
+    """Open the damaged vault and read every memory; classify each outcome."""
+    try:
+        vault = reopen(path, readonly=True)
+    except MemvaultError as exc:
+        return {"open_error": type(exc).__name__, "message": str(exc)}
+    with vault:
+        results = {}
+        listed = {m.path for m in vault.walk() if m.type == "file"}
+        for name, digest in expected.items():
+            try:
+                data = vault.get(name)
+                results[name] = "ok" if hashlib.sha256(data).hexdigest() == digest else "WRONG"
+            except MemoryCorrupted as exc:
+                results[name] = "corrupted" if name in str(exc) else "unnamed"
+            except MemvaultError as exc:
+                results[name] = type(exc).__name__
+        return {
+            "results": results,
+            "unexpected_paths": sorted(listed - set(expected)),
+            "damaged": len(vault.damaged),
+        }
+
+
+def _in_child(path, expected) -> tuple[str, dict | str]:
+    """Run the read in a forked child so that a crash or hang is observed, not suffered."""
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(rfd)
+        try:
+            out = json.dumps(_read_everything(path, expected)).encode()
+            code = 0
+        except BaseException:
+            out, code = traceback.format_exc().encode(), 1
+        with os.fdopen(wfd, "wb") as pipe:
+            pipe.write(out)
+        os._exit(code)
+    os.close(wfd)
+    chunks = []
+    deadline = time.monotonic() + TRIAL_TIMEOUT_S
+    with os.fdopen(rfd, "rb") as pipe:
+        while True:
+            ready, _, _ = select.select([pipe], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return "hang", ""
+            chunk = os.read(pipe.fileno(), 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    _, status = os.waitpid(pid, 0)
+    body = b"".join(chunks).decode(errors="replace")
+    if os.WIFSIGNALED(status):
+        return f"crash ({signal.Signals(os.WTERMSIG(status)).name})", body
+    if os.WEXITSTATUS(status) != 0:
+        return "traceback", body
+    return "ran", json.loads(body)
+
+
+@pytest.fixture(scope="module")
+def damaged_vault_template(tmp_path_factory):
+    """A closed vault with small, overflow-sized and moved memories and some shreds."""
+    from memvault.vault import Vault
+
+    from .conftest import FAST_KDF, PASSPHRASE
+
+    path = tmp_path_factory.mktemp("template") / "memory.vault"
+    rng = random.Random(7)
+    expected = {}
+    with Vault.create(path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None) as v:
+        for i in range(40):
+            size = rng.choice([120, 900, 1800, 5000, 9000])
+            data = bytes(rng.getrandbits(8) for _ in range(size))
+            name = f"d{i % 4}/m{i}.md"
+            v.put(name, data)
+            expected[name] = hashlib.sha256(data).hexdigest()
+        for i in range(0, 40, 7):
+            v.rename(f"d{i % 4}/m{i}.md", f"moved/m{i}.md")
+            expected[f"moved/m{i}.md"] = expected.pop(f"d{i % 4}/m{i}.md")
+        for i in (1, 2, 3):
+            v.delete(f"d{i % 4}/m{i}.md")
+            del expected[f"d{i % 4}/m{i}.md"]
+        v.put("d0/m4.md", b"rewritten after the shreds")
+        expected["d0/m4.md"] = hashlib.sha256(b"rewritten after the shreds").hexdigest()
+    return path.read_bytes(), expected
+
+
+def _offsets(size: int) -> list[int]:
+    spread = list(range(0, size, max(1, size // 160)))
+    # Both LMDB meta pages, field by field (magic, version, roots, txnid...).
+    meta_fields = [page * PAGE + off for page in (0, 1) for off in range(16, 160, 8)]
+    rng = random.Random(11)
+    return sorted(set(spread + meta_fields + rng.sample(range(size), 40)))
+
+
+def test_single_flipped_byte_anywhere(damaged_vault_template, tmp_path):
+    original, expected = damaged_vault_template
+    path = tmp_path / "memory.vault"
+    path.write_bytes(original)
+    baseline = _in_child(path, expected)
+    assert baseline[0] == "ran" and set(baseline[1]["results"].values()) == {"ok"}, baseline
+
+    outcomes: dict[str, int] = {}
+    rng = random.Random(3)
+    for offset in _offsets(len(original)):
+        damaged = bytearray(original)
+        damaged[offset] ^= rng.choice([0x01, 0x80, 0xFF, 0x10])
+        path.write_bytes(bytes(damaged))
+        for stale in (tmp_path / "memory.vault-lock",):
+            stale.unlink(missing_ok=True)
+        kind, result = _in_child(path, expected)
+        assert kind == "ran", f"offset {offset}: {kind}\n{result}"
+        if "open_error" in result:
+            assert result["message"], result
+            outcomes[result["open_error"]] = outcomes.get(result["open_error"], 0) + 1
+            continue
+        assert result["unexpected_paths"] == [], f"offset {offset}: {result}"
+        for name, verdict in result["results"].items():
+            assert verdict != "WRONG", f"offset {offset}: wrong content for {name}"
+            assert verdict != "unnamed", f"offset {offset}: error does not name {name}"
+            if verdict == "MemoryNotFound":
+                assert result["damaged"] > 0, f"offset {offset}: {name} vanished silently"
+            else:
+                assert verdict in ("ok", "corrupted"), f"offset {offset}: {name}: {verdict}"
+        clean = all(v == "ok" for v in result["results"].values())
+        key = "right answer" if clean else "per-memory errors"
+        outcomes[key] = outcomes.get(key, 0) + 1
+    print("outcomes of single-byte flips:", outcomes)
+    assert outcomes.get("right answer", 0) > 0
+    assert sum(v for k, v in outcomes.items() if k != "right answer") > 0
