@@ -7,13 +7,14 @@ SECURITY.md beside this file.
 
 from .aead import OVERHEAD, DecryptionError, open_sealed, seal
 from .checksum import ChecksumError, with_checksum, without_checksum
-from .context import Kind, associated_data
+from .context import Binding, Kind, associated_data
 from .kdf import DEFAULT_KDF, KdfParams, derive_key
 from .keyslot import Keyslot, SlotChecksumError
 from .secret import new_key, wipe
 
 __all__ = [
     "DEFAULT_KDF",
+    "Binding",
     "OVERHEAD",
     "ChecksumError",
     "DecryptionError",

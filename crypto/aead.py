@@ -31,10 +31,9 @@ def seal(key: bytes | bytearray, plaintext: bytes | bytearray | memoryview, ad: 
     out = bytearray(NONCE_SIZE + len(plaintext) + TAG_SIZE)
     out_buf = _ffi.from_buffer(out)
     _lib.randombytes(out_buf, NONCE_SIZE)
-    clen = _ffi.new("unsigned long long *")
     rc = _lib.crypto_aead_xchacha20poly1305_ietf_encrypt(
         out_buf + NONCE_SIZE,
-        clen,
+        _ffi.NULL,  # the ciphertext length is known: len(plaintext) + TAG_SIZE
         _ffi.from_buffer(plaintext),
         len(plaintext),
         ad,
@@ -65,10 +64,9 @@ def open_sealed(
     elif len(out) != plain_len:
         raise ValueError("output buffer has the wrong size")
     sealed_buf = _ffi.from_buffer(sealed)
-    mlen = _ffi.new("unsigned long long *")
     rc = _lib.crypto_aead_xchacha20poly1305_ietf_decrypt(
         _ffi.from_buffer(out) if plain_len else _ffi.NULL,
-        mlen,
+        _ffi.NULL,  # the plaintext length is known: len(sealed) - OVERHEAD
         _ffi.NULL,
         sealed_buf + NONCE_SIZE,
         len(sealed) - NONCE_SIZE,

@@ -28,19 +28,29 @@ class Kind(enum.IntEnum):
     AUDIT = 9  # audit log entries
 
 
+class Binding:
+    """Associated data for every ciphertext of one vault (prefixes precomputed)."""
+
+    def __init__(self, version: int, vault_id: bytes) -> None:
+        if len(vault_id) != 16:
+            raise ValueError("vault ids are 16 bytes")
+        self._prefixes = {
+            kind: _PREFIX + struct.pack(">HB", version, int(kind)) + vault_id for kind in Kind
+        }
+
+    def __call__(self, kind: Kind, object_id: bytes = b"", generation: int = 0) -> bytes:
+        return b"".join(
+            (
+                self._prefixes[kind],
+                len(object_id).to_bytes(1, "big"),
+                object_id,
+                generation.to_bytes(8, "big"),
+            )
+        )
+
+
 def associated_data(
     version: int, vault_id: bytes, kind: Kind, object_id: bytes = b"", generation: int = 0
 ) -> bytes:
     """Encode the binding for one ciphertext (fixed layout, length-prefixed id)."""
-    if len(vault_id) != 16:
-        raise ValueError("vault ids are 16 bytes")
-    return b"".join(
-        (
-            _PREFIX,
-            struct.pack(">HB", version, int(kind)),
-            vault_id,
-            struct.pack(">B", len(object_id)),
-            object_id,
-            struct.pack(">Q", generation),
-        )
-    )
+    return Binding(version, vault_id)(kind, object_id, generation)

@@ -23,8 +23,8 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import select
 import signal
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -303,6 +303,20 @@ def _walk(path: Path) -> None:
 _CHECK_OK, _CHECK_NOT_LMDB, _CHECK_LMDB_ERROR, _CHECK_OPEN_HERE = 0, 3, 4, 5
 
 
+def _wait_child(pid: int, timeout: float) -> int | None:
+    """waitpid with a timeout (pidfd: no polling); kill the child and return None on expiry."""
+    pidfd = os.pidfd_open(pid)
+    try:
+        ready, _, _ = select.select([pidfd], [], [], timeout)
+    finally:
+        os.close(pidfd)
+    if not ready:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return None
+    return os.waitpid(pid, 0)[1]
+
+
 def check_structure(path: Path, timeout: float = CHECK_TIMEOUT_S) -> None:
     """Raise VaultCorrupted/NotAVault unless LMDB can read the whole file safely."""
     if not path.is_file():
@@ -322,18 +336,9 @@ def check_structure(path: Path, timeout: float = CHECK_TIMEOUT_S) -> None:
             code = _CHECK_LMDB_ERROR
         finally:
             os._exit(code)
-    deadline = time.monotonic() + timeout
-    delay = 0.0005
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            raise VaultCorrupted(path, "reading its storage structure did not finish")
-        time.sleep(delay)
-        delay = min(delay * 2, 0.02)
+    status = _wait_child(pid, timeout)
+    if status is None:
+        raise VaultCorrupted(path, "reading its storage structure did not finish")
     if os.WIFSIGNALED(status):
         name = signal.Signals(os.WTERMSIG(status)).name
         raise VaultCorrupted(path, f"its storage structure is broken (reading it raised {name})")

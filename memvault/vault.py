@@ -15,6 +15,7 @@ apart.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import threading
@@ -27,12 +28,12 @@ from . import paths, records
 from .accumulator import Accumulator
 from .crypto import (
     DEFAULT_KDF,
+    Binding,
     DecryptionError,
     KdfParams,
     Keyslot,
     Kind,
     SlotChecksumError,
-    associated_data,
     new_key,
     open_sealed,
     seal,
@@ -161,6 +162,7 @@ class Vault:
         self.header = header
         self.slots = slots
         self._master = master_key
+        self._binding = Binding(header.version, header.vault_id)
         self._state_key = bytearray(
             hashlib.blake2b(person=b"memvault.state", key=master_key, digest_size=32).digest()
         )
@@ -237,7 +239,13 @@ class Vault:
             header, slots = _read_header_and_slots(store)
             master = _unlock(path, header, slots, bytearray(passphrase))
             vault = cls(store, header, slots, master, compact_delay=compact_delay)
-            vault._load()
+            # Loading allocates tens of thousands of long-lived objects; the
+            # cyclic GC would rescan them all repeatedly for nothing.
+            gc.disable()
+            try:
+                vault._load()
+            finally:
+                gc.enable()
             return vault
         except BaseException:
             store.close()
@@ -278,6 +286,12 @@ class Vault:
             for key, value in store.items(txn, "records"):
                 record_id = bytes(key)
                 try:
+                    gen = records.stored_gen(value)
+                except RecordFormatError:
+                    raise VaultTampered(self.path, "a record is truncated") from None
+                # Damaged or not, every stored record counts towards the state.
+                self._acc.add(record_id, gen)
+                try:
                     entry = self._decode_entry(record_id, wrapped.pop(record_id, None), value)
                 except _Damaged as exc:
                     self.damaged[record_id] = str(exc)
@@ -285,18 +299,14 @@ class Vault:
                 if entry.meta.path in self._by_path:
                     raise VaultTampered(self.path, "two records claim the same path")
                 self._index(entry)
-                self._acc.add(record_id, entry.meta.gen)
         for record_id in wrapped:
             self.damaged[record_id] = "data key without a record"
-        self._check_tree()
-        if not self.damaged and self._acc != stored_acc:
+        if self._acc != stored_acc:
             raise VaultTampered(
                 self.path,
                 "records were removed, duplicated or replaced by older copies outside memvault",
             )
-        # With damaged records the expected state cannot be recomputed; keep
-        # the stored one consistent with the records that can still be read.
-        self._acc = stored_acc if not self.damaged else self._acc
+        self._check_tree()
 
     def _decode_entry(self, record_id: bytes, wrapped_key: bytes | None, value) -> Entry:
         if wrapped_key is None:
@@ -306,29 +316,46 @@ class Vault:
         except DecryptionError:
             raise _Damaged("its data key failed authentication") from None
         try:
-            sealed_meta, _ = records.unpack(value)
-            meta_bytes = open_sealed(data_key, sealed_meta, self._ad(Kind.META, record_id))
+            gen, sealed_meta, _ = records.unpack(value)
+            meta_bytes = open_sealed(data_key, sealed_meta, self._ad(Kind.META, record_id, gen))
             meta = Meta.decode(meta_bytes)
-            paths.normalize(meta.path)
         except (DecryptionError, RecordFormatError, ValueError) as exc:
             wipe(data_key)
             raise _Damaged(f"its metadata failed authentication ({exc})") from None
         return Entry(record_id, meta, data_key)
 
     def _check_tree(self) -> None:
+        """Every record's parent must be a directory record.
+
+        A parent can only be missing if its record is damaged; it is then
+        recreated (empty metadata, default mode) so that its children stay
+        reachable: persisted if the vault is writable, in memory otherwise.
+        """
+        missing = set()
         for path in self._by_path:
             parent = paths.parent(path)
-            if parent != paths.ROOT and (
-                parent not in self._by_path or not self._by_path[parent].meta.is_dir
-            ):
-                raise VaultTampered(self.path, "a record's parent directory is missing")
+            found = self._by_path.get(parent)
+            if found is None and parent != paths.ROOT:
+                missing.add(parent)
+                missing.update(a for a in paths.ancestors(parent) if a not in self._by_path)
+            elif found is not None and not found.meta.is_dir:
+                raise VaultTampered(self.path, "a record lies below a file")
+        if not missing:
+            return
+        if not self.damaged:
+            raise VaultTampered(self.path, "a record's parent directory is missing")
+        now = time.time_ns()
+        writes = [self._new_record(self._dir_meta(d, now)) for d in sorted(missing)]
+        if self._store.readonly:
+            for write in writes:
+                self._index(write.entry)
+        else:
+            self._commit(writes)
 
     # -- crypto helpers --------------------------------------------------------
 
     def _ad(self, kind: Kind, object_id: bytes = b"", generation: int = 0) -> bytes:
-        return associated_data(
-            self.header.version, self.header.vault_id, kind, object_id, generation
-        )
+        return self._binding(kind, object_id, generation)
 
     def _seal_master(self, kind: Kind, plaintext: bytes) -> bytes:
         return seal(self._master, plaintext, self._ad(kind))
@@ -406,7 +433,7 @@ class Vault:
                 if value is None:
                     raise MemoryCorrupted(norm)
                 try:
-                    _, sealed_body = records.unpack(value)
+                    _, _, sealed_body = records.unpack(value)
                     ad = self._ad(Kind.BODY, entry.record_id, entry.meta.body_gen)
                     return bytes(open_sealed(entry.data_key, sealed_body, ad))
                 except (DecryptionError, RecordFormatError):
@@ -436,44 +463,58 @@ class Vault:
         mtime_ns: int | None = None,
     ) -> Meta:
         """Store ``data`` at ``path``, creating missing parent directories."""
-        if len(data) > MAX_MEMORY_SIZE:
-            raise TooLarge(path, len(data), MAX_MEMORY_SIZE)
+        return self.put_many([(path, data)], mode=mode, mtime_ns=mtime_ns)[0]
+
+    def put_many(
+        self,
+        items: Iterable[tuple[str, bytes]],
+        *,
+        mode: int | None = None,
+        mtime_ns: int | None = None,
+    ) -> list[Meta]:
+        """Store several memories in one transaction (one fsync): all or none.
+
+        A path given twice keeps its last content.
+        """
+        batch = {}
+        for path, data in items:
+            if len(data) > MAX_MEMORY_SIZE:
+                raise TooLarge(path, len(data), MAX_MEMORY_SIZE)
+            batch[paths.normalize(path)] = data
         with self._lock:
             self._check_writable()
-            norm = paths.normalize(path)
             now = time.time_ns()
-            writes = self._parent_dirs(norm, now)
-            existing = self._by_path.get(norm)
-            if existing is not None:
-                if existing.meta.is_dir:
+            mtime = now if mtime_ns is None else mtime_ns
+            new_dirs: dict[str, _Write] = {}
+            writes: list[_Write] = []
+            metas = []
+            for norm, data in batch.items():
+                writes += self._parent_dirs(norm, now, new_dirs)
+                existing = self._by_path.get(norm)
+                if norm in new_dirs or (existing is not None and existing.meta.is_dir):
                     raise IsADirectory(norm)
-                meta = existing.meta.evolve(
-                    size=len(data),
-                    mtime_ns=mtime_ns if mtime_ns is not None else now,
-                    ctime_ns=now,
-                    mode=existing.meta.mode if mode is None else mode,
-                )
-                meta = replace(meta, body_gen=meta.gen)
-                entry = Entry(existing.record_id, meta, existing.data_key)
-                writes.append(_Write(entry, existing.meta.gen, self._seal_body(entry, data)))
-            else:
-                meta = Meta(
-                    norm,
-                    FILE,
-                    records.DEFAULT_FILE_MODE if mode is None else mode,
-                    len(data),
-                    mtime_ns if mtime_ns is not None else now,
-                    now,
-                    1,
-                    1,
-                    os.getuid(),
-                    os.getgid(),
-                )
-                write = self._new_record(meta)
+                if existing is not None:
+                    meta = existing.meta.evolve(
+                        size=len(data),
+                        mtime_ns=mtime,
+                        ctime_ns=now,
+                        mode=existing.meta.mode if mode is None else mode,
+                    )
+                    meta = replace(meta, body_gen=meta.gen)
+                    entry = Entry(existing.record_id, meta, existing.data_key)
+                    write = _Write(entry, existing.meta.gen, None)
+                else:
+                    file_mode = records.DEFAULT_FILE_MODE if mode is None else mode
+                    meta = Meta(
+                        norm, FILE, file_mode, len(data), mtime, now, 1, 1,
+                        os.getuid(), os.getgid(),
+                    )  # fmt: skip
+                    write = self._new_record(meta)
                 write.sealed_body = self._seal_body(write.entry, data)
                 writes.append(write)
+                metas.append(meta)
             self._commit(writes)
-            return meta
+            return metas
 
     def mkdir(self, path: str, *, mode: int | None = None, parents: bool = False) -> Meta:
         with self._lock:
@@ -625,14 +666,23 @@ class Vault:
             os.getgid(),
         )
 
-    def _parent_dirs(self, norm: str, now: int) -> list[_Write]:
-        """Writes creating the missing ancestors of ``norm`` (mkdir -p)."""
+    def _parent_dirs(
+        self, norm: str, now: int, planned: dict[str, _Write] | None = None
+    ) -> list[_Write]:
+        """Writes creating the missing ancestors of ``norm`` (mkdir -p).
+
+        ``planned`` collects directories already created earlier in the same
+        batch, so that a batch creates each directory once.
+        """
+        planned = {} if planned is None else planned
         writes = []
         for ancestor in paths.ancestors(norm):
             existing = self._by_path.get(ancestor)
-            if existing is None:
-                writes.append(self._new_record(self._dir_meta(ancestor, now)))
-            elif not existing.meta.is_dir:
+            if existing is None and ancestor not in planned:
+                write = self._new_record(self._dir_meta(ancestor, now))
+                planned[ancestor] = write
+                writes.append(write)
+            elif existing is not None and not existing.meta.is_dir:
                 raise NotADirectory(ancestor)
         return writes
 
@@ -664,14 +714,15 @@ class Vault:
         def txn_fn(txn) -> None:
             for w in writes:
                 rid = w.entry.record_id
+                gen = w.entry.meta.gen
                 sealed_meta = seal(
-                    w.entry.data_key, w.entry.meta.encode(), self._ad(Kind.META, rid)
+                    w.entry.data_key, w.entry.meta.encode(), self._ad(Kind.META, rid, gen)
                 )
                 body = w.sealed_body
                 if body is None:
-                    _, stored_body = records.unpack(txn.get(rid, db=dbs["records"]))
+                    _, _, stored_body = records.unpack(txn.get(rid, db=dbs["records"]))
                     body = bytes(stored_body)
-                txn.put(rid, records.pack(sealed_meta, body), db=dbs["records"])
+                txn.put(rid, records.pack(gen, sealed_meta, body), db=dbs["records"])
                 if w.wrapped_key is not None:
                     txn.put(rid, w.wrapped_key, db=dbs["keys"])
             for s in shreds:

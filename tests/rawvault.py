@@ -41,8 +41,13 @@ def record_for(path: Path, vault_obj, memory_path: str) -> tuple[bytes, bytes, b
 
 
 def split(value: bytes) -> tuple[bytes, bytes]:
-    meta, body = records.unpack(value)
+    _, meta, body = records.unpack(value)
     return bytes(meta), bytes(body)
+
+
+def repack(like: bytes, meta: bytes, body: bytes) -> bytes:
+    """A record value with ``like``'s clear generation and the given parts."""
+    return records.pack(records.stored_gen(like), meta, body)
 
 
 def edit_json(stored: bytes, change, fix_checksum: bool = True) -> bytes:

@@ -105,11 +105,10 @@ def test_swapped_bodies_are_detected(vault_path, vault):
     rid_b, val_b, _ = rawvault.record_for(vault_path, vault, "b.md")
     vault.close()
     (meta_a, body_a), (meta_b, body_b) = rawvault.split(val_a), rawvault.split(val_b)
-    from memvault import records
 
     with rawvault.raw(vault_path, write=True) as (txn, dbs):
-        txn.put(rid_a, records.pack(meta_a, body_b), db=dbs["records"])
-        txn.put(rid_b, records.pack(meta_b, body_a), db=dbs["records"])
+        txn.put(rid_a, rawvault.repack(val_a, meta_a, body_b), db=dbs["records"])
+        txn.put(rid_b, rawvault.repack(val_b, meta_b, body_a), db=dbs["records"])
     with reopen(vault_path) as again:
         for name in ("a.md", "b.md"):
             with pytest.raises(errors.MemoryCorrupted):
@@ -150,12 +149,11 @@ def test_replayed_old_body_is_detected(vault_path, vault):
     vault.put("r.md", b"version two")
     _, new_value, _ = rawvault.record_for(vault_path, vault, "r.md")
     vault.close()
-    from memvault import records
 
     new_meta, _ = rawvault.split(new_value)
     _, old_body = rawvault.split(old_value)
     with rawvault.raw(vault_path, write=True) as (txn, dbs):
-        txn.put(rid, records.pack(new_meta, old_body), db=dbs["records"])
+        txn.put(rid, rawvault.repack(new_value, new_meta, old_body), db=dbs["records"])
     with reopen(vault_path) as again, pytest.raises(errors.MemoryCorrupted):
         again.get("r.md")
 
@@ -288,3 +286,42 @@ def test_damaged_header_is_reported(vault_path, vault):
     _edit_header(vault_path, lambda d: d.update(created_ns=1), fix_checksum=False)
     with pytest.raises(errors.VaultCorrupted, match="header"):
         reopen(vault_path)
+
+
+def test_damaged_directory_keeps_its_children_readable(vault_path, vault):
+    vault.put("proj/sub/a.md", b"child a")
+    vault.put("proj/b.md", b"child b")
+    _, value, _ = rawvault.record_for(vault_path, vault, "proj")
+    vault.close()
+    meta, _ = rawvault.split(value)
+    rawvault.flip_in_file(vault_path, meta, 30)
+    with reopen(vault_path, readonly=True) as again:
+        assert len(again.damaged) == 1
+        assert again.get("proj/sub/a.md") == b"child a"
+    with reopen(vault_path) as again:  # writable: the directory is recreated
+        assert again.get("proj/b.md") == b"child b"
+        assert again.stat("proj").is_dir
+        again.put("proj/c.md", b"new")
+
+
+def test_damaging_one_record_does_not_hide_a_replayed_other(vault_path, vault):
+    vault.put("victim.md", b"old secret")
+    vault.put("decoy.md", b"decoy")
+    rid, old_value, _ = rawvault.record_for(vault_path, vault, "victim.md")
+    vault.put("victim.md", b"new secret")
+    _, decoy_value, _ = rawvault.record_for(vault_path, vault, "decoy.md")
+    current = rawvault.record_for(vault_path, vault, "victim.md")[1]
+    vault.close()
+    decoy_meta, _ = rawvault.split(decoy_value)
+    rawvault.flip_in_file(vault_path, decoy_meta, 40)
+    with rawvault.raw(vault_path, write=True) as (txn, dbs):
+        txn.put(rid, old_value, db=dbs["records"])
+    with pytest.raises(errors.VaultTampered):
+        reopen(vault_path)
+    # Claiming the current generation for the old ciphertext does not help.
+    old_meta, old_body = rawvault.split(old_value)
+    with rawvault.raw(vault_path, write=True) as (txn, dbs):
+        txn.put(rid, rawvault.repack(current, old_meta, old_body), db=dbs["records"])
+    with reopen(vault_path) as again:
+        assert rid in again.damaged
+        assert not again.exists("victim.md")

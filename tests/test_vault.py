@@ -215,3 +215,15 @@ def test_close_wipes_keys(vault):
     vault.close()
     assert master == bytearray(32)
     assert entry.data_key == bytearray(32)
+
+
+def test_put_many_is_one_transaction(vault_path, vault):
+    metas = vault.put_many([("b/x.md", b"1"), ("b/c/y.md", b"2"), ("b/x.md", b"3"), ("z.md", b"")])
+    assert [m.path for m in metas] == ["b/x.md", "b/c/y.md", "z.md"]
+    assert vault.get("b/x.md") == b"3"
+    with pytest.raises(errors.NotADirectory):
+        vault.put_many([("fresh.md", b"ok"), ("z.md/child.md", b"bad")])
+    assert not vault.exists("fresh.md"), "a failed batch must leave nothing behind"
+    vault.close()
+    with reopen(vault_path) as again:
+        assert [m.path for m in again.walk()] == ["b", "b/c", "b/c/y.md", "b/x.md", "z.md"]
