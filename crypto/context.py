@@ -26,6 +26,7 @@ class Kind(enum.IntEnum):
     VECTOR = 7  # embedding vectors of a record's chunks
     INDEX = 8  # persisted search index structures
     AUDIT = 9  # audit log entries
+    SNAPSHOT = 10  # sealed snapshot of the unlocked index (ids, keys, metadata)
 
 
 class Binding:

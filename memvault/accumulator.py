@@ -42,6 +42,9 @@ class Accumulator:
         self.value ^= self.term(record_id, gen)
         self.count -= 1
 
+    def state(self) -> tuple[bytes, int]:
+        return self.value.to_bytes(SIZE, "big"), self.count
+
     def encode(self) -> bytes:
         return _STATE.pack(self.value.to_bytes(SIZE, "big"), self.count)
 

@@ -22,9 +22,10 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from itertools import zip_longest
 from pathlib import Path
 
-from . import paths, records
+from . import paths, records, snapshot
 from .accumulator import Accumulator
 from .crypto import (
     DEFAULT_KDF,
@@ -70,6 +71,7 @@ DEFAULT_COMPACT_DELAY = 5.0
 _HEADER_KEY = b"header"
 _HEADER_AUTH_KEY = b"header-auth"
 _STATE_KEY = b"accumulator"
+_SNAPSHOT_KEY = b"snapshot"
 _ID_SIZE = 16
 
 
@@ -174,6 +176,7 @@ class Vault:
         self.damaged: dict[bytes, str] = {}
         self.pending_shreds = 0
         self._dirty = False
+        self._snapshot_stored = False
         self._compact_delay = compact_delay
         self._compact_timer: threading.Timer | None = None
         self._closed = False
@@ -282,6 +285,13 @@ class Vault:
                 )
             except DecryptionError:
                 raise VaultCorrupted(self.path, "its record state is damaged") from None
+            self._acc = Accumulator(self._state_key, *stored_acc.state())
+            sealed_snapshot = txn.get(_SNAPSHOT_KEY, db=store.dbs["state"])
+            if sealed_snapshot is not None:
+                self._snapshot_stored = True
+                if self._load_snapshot(txn, bytes(sealed_snapshot), stored_acc):
+                    return
+            self._acc = Accumulator(self._state_key)
             wrapped = {bytes(k): bytes(v) for k, v in store.items(txn, "keys")}
             for key, value in store.items(txn, "records"):
                 record_id = bytes(key)
@@ -307,6 +317,54 @@ class Vault:
                 "records were removed, duplicated or replaced by older copies outside memvault",
             )
         self._check_tree()
+
+    def _load_snapshot(self, txn, sealed: bytes, stored_acc: Accumulator) -> bool:
+        """Index from the sealed snapshot if it matches the file exactly; else False."""
+        try:
+            plain = self._open_master(Kind.SNAPSHOT, sealed)
+        except DecryptionError:
+            return False
+        entries: list[Entry] = []
+        usable = False
+        try:
+            state, rows = snapshot.decode(plain)
+            if state != stored_acc.encode():
+                return False
+            for record_id, gen, data_key, meta in rows:
+                entries.append(Entry(record_id, Meta.decode(meta), data_key))
+                if entries[-1].meta.gen != gen:
+                    return False
+            listed = ((e.record_id, e.meta.gen) for e in entries)
+            stored = (
+                (bytes(k), records.stored_gen(v)) for k, v in self._store.items(txn, "records")
+            )
+            usable = all(a == b for a, b in zip_longest(stored, listed))
+        except (snapshot.SnapshotFormatError, RecordFormatError):
+            return False
+        finally:
+            wipe(plain)
+            if not usable:
+                for entry in entries:
+                    wipe(entry.data_key)
+        if not usable:
+            return False
+        for entry in entries:
+            self._index(entry)
+        return True
+
+    def _write_snapshot(self) -> None:
+        rows = sorted(self._by_id.values(), key=lambda e: e.record_id)
+        plain = snapshot.encode(
+            self._acc.encode(),
+            ((e.record_id, e.meta.gen, e.data_key, e.meta.encode()) for e in rows),
+        )
+        try:
+            sealed = self._seal_master(Kind.SNAPSHOT, plain)
+        finally:
+            wipe(plain)
+        dbs = self._store.dbs
+        self._store.write(lambda txn: txn.put(_SNAPSHOT_KEY, sealed, db=dbs["state"]))
+        self._snapshot_stored = True
 
     def _decode_entry(self, record_id: bytes, wrapped_key: bytes | None, value) -> Entry:
         if wrapped_key is None:
@@ -729,8 +787,11 @@ class Vault:
                 txn.delete(s.record_id, db=dbs["records"])
                 txn.delete(s.record_id, db=dbs["keys"])
             txn.put(_STATE_KEY, sealed_state, db=dbs["state"])
+            if self._snapshot_stored:
+                txn.delete(_SNAPSHOT_KEY, db=dbs["state"])
 
         self._store.write(txn_fn)
+        self._snapshot_stored = False
         self._dirty = True
         self._acc = acc
         for s in shreds:
@@ -779,10 +840,14 @@ class Vault:
             if self._compact_timer is not None:
                 self._compact_timer.cancel()
             try:
-                if self.pending_shreds and not self._store.readonly:
-                    self.compact()
-                elif self._dirty:
-                    self._store.settle()
+                if not self._store.readonly:
+                    if not self._snapshot_stored and not self.damaged:
+                        self._write_snapshot()
+                        self._dirty = True
+                    if self.pending_shreds:
+                        self.compact()
+                    elif self._dirty:
+                        self._store.settle()
             finally:
                 self._closed = True
                 self._store.close()

@@ -69,3 +69,9 @@ def flip_in_file(path: Path, needle: bytes, offset_in_needle: int, mask: int = 0
         data[at + offset_in_needle] ^= mask
         at = data.find(needle, at + 1)
     path.write_bytes(bytes(data))
+
+
+def drop_snapshot(path: Path) -> None:
+    """Remove the sealed index snapshot so that the next unlock checks every record."""
+    with raw(path, write=True) as (txn, dbs):
+        txn.delete(b"snapshot", db=dbs["state"])

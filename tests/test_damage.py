@@ -16,6 +16,7 @@ import pytest
 
 from memvault.errors import MemoryCorrupted, MemvaultError
 
+from . import rawvault
 from .conftest import reopen
 
 TRIAL_TIMEOUT_S = 60
@@ -119,10 +120,17 @@ def _offsets(size: int) -> list[int]:
     return sorted(set(spread + meta_fields + rng.sample(range(size), 40)))
 
 
-def test_single_flipped_byte_anywhere(damaged_vault_template, tmp_path):
+@pytest.mark.parametrize("unlock_mode", ["snapshot", "full-check"])
+def test_single_flipped_byte_anywhere(damaged_vault_template, tmp_path, unlock_mode):
     original, expected = damaged_vault_template
     path = tmp_path / "memory.vault"
     path.write_bytes(original)
+    if unlock_mode == "full-check":
+        rawvault.drop_snapshot(path)
+        # Settle as the vault itself would, so both LMDB meta pages agree.
+        with rawvault.raw(path, write=True) as (txn, dbs):
+            txn.put(b"settled", b"", db=dbs["state"])
+        original = path.read_bytes()
     baseline = _in_child(path, expected)
     assert baseline[0] == "ran" and set(baseline[1]["results"].values()) == {"ok"}, baseline
 
