@@ -73,6 +73,13 @@ class DiskFull(MemvaultError):
     errno = _errno.ENOSPC
 
 
+class CompactionPending(MemvaultError):
+    """Shredded memories are unreadable, but their bytes are still in {0} ({1}); \
+run `memvault compact` once that is fixed."""
+
+    errno = _errno.ENOSPC
+
+
 class BadPath(MemvaultError):
     """Invalid memory path {0!r}: {1}."""
 

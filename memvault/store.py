@@ -172,8 +172,11 @@ class Store:
     def _compacting_path(self) -> Path:
         return self.path.with_name(self.path.name + ".compacting")
 
-    def rebuild(self) -> None:
-        """Rewrite the file with live data only (fsync, then atomic rename)."""
+    def rebuild(self, *, leave_out: frozenset[tuple[str, bytes]] = frozenset()) -> None:
+        """Rewrite the file with live data only (fsync, then atomic rename).
+
+        ``leave_out`` names (database, key) pairs not to copy.
+        """
         tmp = self._compacting_path()
         for stale in (tmp, lock_path(tmp)):
             stale.unlink(missing_ok=True)
@@ -193,7 +196,12 @@ class Store:
                         new_db = new_env.open_db(name.encode(), txn=dst)
                         with src.cursor(self.dbs[name]) as cur, dst.cursor(new_db) as out:
                             out.putmulti(
-                                ((bytes(k), bytes(v)) for k, v in cur.iternext()), append=True
+                                (
+                                    (bytes(k), bytes(v))
+                                    for k, v in cur.iternext()
+                                    if (name, bytes(k)) not in leave_out
+                                ),
+                                append=True,
                             )
                 with new_env.begin(write=True) as dst:  # see settle()
                     dst.put(b"settled", b"", db=new_env.open_db(b"state", txn=dst))
@@ -204,7 +212,7 @@ class Store:
         except lmdb.MapFullError:
             tmp.unlink(missing_ok=True)
             self._grow()
-            return self.rebuild()
+            return self.rebuild(leave_out=leave_out)
         except lmdb.Error as exc:
             tmp.unlink(missing_ok=True)
             raise _translate(exc, self.path) from exc

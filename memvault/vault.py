@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import logging
 import os
 import threading
 import time
@@ -42,11 +43,14 @@ from .crypto import (
 )
 from .errors import (
     AlreadyExists,
+    CompactionPending,
     DirectoryNotEmpty,
+    DiskFull,
     InvalidMove,
     IsADirectory,
     MemoryCorrupted,
     MemoryNotFound,
+    MemvaultError,
     NotADirectory,
     NotAVault,
     ReadOnlyVault,
@@ -62,6 +66,8 @@ from .header import FORMAT_VERSION, Header, HeaderError
 from .records import DIRECTORY, FILE, SYMLINK, Meta, RecordFormatError
 from .store import Store, writer_pid
 
+log = logging.getLogger("memvault")
+
 MAX_MEMORY_SIZE = 256 << 20
 """Largest memory the vault stores (the filesystem answers EFBIG above it)."""
 
@@ -72,6 +78,7 @@ _HEADER_KEY = b"header"
 _HEADER_AUTH_KEY = b"header-auth"
 _STATE_KEY = b"accumulator"
 _SNAPSHOT_KEY = b"snapshot"
+_COMPACTION_OWED_KEY = b"compaction-owed"  # set with every shred, gone after compaction
 _ID_SIZE = 16
 
 
@@ -286,6 +293,8 @@ class Vault:
             except DecryptionError:
                 raise VaultCorrupted(self.path, "its record state is damaged") from None
             self._acc = Accumulator(self._state_key, *stored_acc.state())
+            if txn.get(_COMPACTION_OWED_KEY, db=store.dbs["state"]) is not None:
+                self.pending_shreds = 1  # an earlier session shredded but never compacted
             sealed_snapshot = txn.get(_SNAPSHOT_KEY, db=store.dbs["state"])
             if sealed_snapshot is not None:
                 self._snapshot_stored = True
@@ -789,6 +798,8 @@ class Vault:
             txn.put(_STATE_KEY, sealed_state, db=dbs["state"])
             if self._snapshot_stored:
                 txn.delete(_SNAPSHOT_KEY, db=dbs["state"])
+            if shreds:
+                txn.put(_COMPACTION_OWED_KEY, b"", db=dbs["state"])
 
         self._store.write(txn_fn)
         self._snapshot_stored = False
@@ -820,17 +831,37 @@ class Vault:
         timer.start()
 
     def _compact_quietly(self) -> None:
+        """The debounced compaction (a timer thread): failures are logged, retried at close."""
         with self._lock:
             if not self._closed and self.pending_shreds:
-                self.compact()
+                try:
+                    self.compact()
+                except MemvaultError as exc:
+                    log.warning("compaction after shreds failed: %s", exc)
 
     def compact(self) -> None:
         """Rewrite the vault file without free pages: shredded bytes are gone after this."""
         with self._lock:
             self._check_writable()
-            self._store.rebuild()
+            self._store.rebuild(leave_out=frozenset({("state", _COMPACTION_OWED_KEY)}))
             self.pending_shreds = 0
             self._dirty = False
+
+    def _finish_writes(self) -> None:
+        """Snapshot the index, then compact (after shreds) or settle the meta pages."""
+        if not self._snapshot_stored and not self.damaged:
+            try:
+                self._write_snapshot()
+                self._dirty = True
+            except DiskFull:
+                pass  # only an unlock speed-up: the next unlock checks every record
+        if self.pending_shreds:
+            try:
+                self.compact()
+            except DiskFull:
+                raise CompactionPending(self.path, "the disk is full") from None
+        elif self._dirty:
+            self._store.settle()
 
     def close(self) -> None:
         """Finish pending shreds (compaction), then wipe every key from memory."""
@@ -841,13 +872,7 @@ class Vault:
                 self._compact_timer.cancel()
             try:
                 if not self._store.readonly:
-                    if not self._snapshot_stored and not self.damaged:
-                        self._write_snapshot()
-                        self._dirty = True
-                    if self.pending_shreds:
-                        self.compact()
-                    elif self._dirty:
-                        self._store.settle()
+                    self._finish_writes()
             finally:
                 self._closed = True
                 self._store.close()

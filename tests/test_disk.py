@@ -1,0 +1,90 @@
+"""A full disk and an interrupted shred: clear errors, nothing lost, nothing left."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from memvault import errors
+from memvault.vault import Vault
+
+from . import rawvault
+from .conftest import FAST_KDF, PASSPHRASE, assert_one_line_error, reopen, run_cli
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A real 700 KiB tmpfs (the tests run as root), always unmounted."""
+    mountpoint = tmp_path / "tiny"
+    mountpoint.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=700k", "tmpfs", str(mountpoint)],
+                   check=True)  # fmt: skip
+    try:
+        yield mountpoint
+    finally:
+        subprocess.run(["umount", "-l", str(mountpoint)], check=False)
+
+
+def test_full_disk_is_a_clear_error_and_loses_nothing(tiny_disk):
+    path = tiny_disk / "memory.vault"
+    stored = {}
+    with Vault.create(path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None) as vault:
+        with pytest.raises(errors.DiskFull):
+            for i in range(10_000):
+                data = os.urandom(3000)
+                vault.put(f"n/{i}.md", data)
+                stored[f"n/{i}.md"] = data
+        assert len(stored) > 20
+        for name, data in stored.items():
+            assert vault.get(name) == data
+    result = run_cli("put", "one-more.md", vault=path, input=os.urandom(50_000))
+    assert "disk holding" in assert_one_line_error(result)
+    with reopen(path) as again:
+        assert len(again) == len(stored)
+        assert again.get("n/0.md") == stored["n/0.md"]
+
+
+def test_compaction_owed_by_a_killed_session_happens_next_time(vault_path):
+    Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
+    script = textwrap.dedent(
+        """
+        import os, sys
+        from memvault.vault import Vault
+        v = Vault.open(sys.argv[1], sys.argv[2].encode(), compact_delay=None)
+        for i in range(20):
+            v.put(f"n/{i}.md", f"note {i} ".encode() * 50)
+        store = v._store
+        with store.read() as txn:
+            rid = v._by_path["n/3.md"].record_id
+            value = bytes(txn.get(rid, db=store.dbs["records"]))
+            wrapped = bytes(txn.get(rid, db=store.dbs["keys"]))
+        v.delete("n/3.md")
+        sys.stdout.buffer.write(value.hex().encode() + b" " + wrapped.hex().encode() + b"\\n")
+        sys.stdout.flush()
+        os.kill(os.getpid(), 9)  # die before compacting
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(vault_path), PASSPHRASE.decode()],
+        capture_output=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == -signal.SIGKILL
+    value_hex, wrapped_hex = proc.stdout.decode().split()
+    value, wrapped = bytes.fromhex(value_hex), bytes.fromhex(wrapped_hex)
+    assert value[8:40] in vault_path.read_bytes(), "the shredded bytes are still there"
+    with reopen(vault_path, readonly=True) as ro:
+        assert not ro.exists("n/3.md")
+    with reopen(vault_path) as again:
+        assert again.pending_shreds
+    data = vault_path.read_bytes()
+    for i in range(len(value) - 16):
+        assert value[i : i + 16] not in data
+    for i in range(len(wrapped) - 16):
+        assert wrapped[i : i + 16] not in data
+    with rawvault.raw(vault_path) as (txn, dbs):
+        assert txn.get(b"compaction-owed", db=dbs["state"]) is None
