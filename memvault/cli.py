@@ -33,10 +33,13 @@ def vault_path(args: argparse.Namespace) -> Path:
 
 
 def open_vault(args: argparse.Namespace, *, readonly: bool = False) -> Vault:
-    path = vault_path(args)
-    read_info(path)  # fails on a missing or damaged vault before asking anything
-    passphrase = read_passphrase(from_stdin=getattr(args, "passphrase_stdin", False))
-    vault = Vault.open(path, passphrase, readonly=readonly, compact_delay=None)
+    from_stdin = getattr(args, "passphrase_stdin", False)
+    vault = Vault.open(
+        vault_path(args),
+        lambda: read_passphrase(from_stdin=from_stdin),
+        readonly=readonly,
+        compact_delay=None,
+    )
     if vault.damaged:
         ids = ", ".join(rid.hex()[:12] for rid in list(vault.damaged)[:5])
         print(

@@ -21,7 +21,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from itertools import zip_longest
 from pathlib import Path
@@ -235,7 +235,7 @@ class Vault:
     def open(
         cls,
         path: Path | str,
-        passphrase: bytes | bytearray,
+        passphrase: bytes | bytearray | Callable[[], bytearray],
         *,
         readonly: bool = False,
         map_size: int | None = None,
@@ -247,7 +247,10 @@ class Vault:
         store = Store(path, readonly=readonly, map_size=map_size)
         try:
             header, slots = _read_header_and_slots(store)
-            master = _unlock(path, header, slots, bytearray(passphrase))
+            # A callable is asked only now, once the file is known to be a
+            # readable vault: nobody types a passphrase for a broken file.
+            secret = passphrase() if callable(passphrase) else bytearray(passphrase)
+            master = _unlock(path, header, slots, secret)
             vault = cls(store, header, slots, master, compact_delay=compact_delay)
             # Loading allocates tens of thousands of long-lived objects; the
             # cyclic GC would rescan them all repeatedly for nothing.
