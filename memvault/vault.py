@@ -182,6 +182,7 @@ class Vault:
         self._acc = Accumulator(self._state_key)
         self.damaged: dict[bytes, str] = {}
         self.pending_shreds = 0
+        self.kdf_seconds = 0.0  # how long unlocking spent in Argon2id
         self._dirty = False
         self._snapshot_stored = False
         self._compact_delay = compact_delay
@@ -250,8 +251,11 @@ class Vault:
             # A callable is asked only now, once the file is known to be a
             # readable vault: nobody types a passphrase for a broken file.
             secret = passphrase() if callable(passphrase) else bytearray(passphrase)
+            kdf_started = time.perf_counter()
             master = _unlock(path, header, slots, secret)
+            kdf_seconds = time.perf_counter() - kdf_started
             vault = cls(store, header, slots, master, compact_delay=compact_delay)
+            vault.kdf_seconds = kdf_seconds
             # Loading allocates tens of thousands of long-lived objects; the
             # cyclic GC would rescan them all repeatedly for nothing.
             gc.disable()
