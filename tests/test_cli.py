@@ -131,3 +131,51 @@ def test_help_lists_every_command():
     for command in ("init", "status", "put", "get", "ls", "rm", "mv", "compact"):
         assert command in out
     assert "--passphrase-stdin" in run_cli("put", "--help").stdout.decode()
+
+
+def _run_in_terminal(args, answers, env):
+    """Run memvault on a pseudo-terminal, answering each prompt; return (status, screen)."""
+    import os
+    import pty
+    import sys
+    import time
+
+    pid, fd = pty.fork()
+    if pid == 0:  # child
+        os.execvpe(sys.executable, [sys.executable, "-m", "memvault", *args], env)
+    screen = b""
+    pending = list(answers)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(fd, 1024)
+        except OSError:
+            break
+        if not chunk:
+            break
+        screen += chunk
+        if pending and screen.rstrip().endswith(b":"):
+            os.write(fd, pending.pop(0) + b"\n")
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return os.waitstatus_to_exitcode(status), screen.decode(errors="replace")
+
+
+def test_init_prompts_twice_without_echo(vault_path):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_")}
+    env["MEMVAULT_VAULT"] = str(vault_path)
+    secret = b"tty-secret-passphrase-1234"
+    code, screen = _run_in_terminal(["init", *KDF_ARGS], [secret, secret], env)
+    assert code == 0, screen
+    assert "Passphrase (again)" in screen and "Created the vault" in screen
+    assert secret.decode() not in screen, "the passphrase was echoed"
+    code, screen = _run_in_terminal(["ls"], [secret], env)
+    assert code == 0, screen
+
+    other = vault_path.with_name("other.vault")
+    env["MEMVAULT_VAULT"] = str(other)
+    code, screen = _run_in_terminal(["init", *KDF_ARGS], [secret, b"different"], env)
+    assert code == 1 and "do not match" in screen
+    assert not other.exists()
