@@ -1,0 +1,1 @@
+"""The FUSE filesystem: the vault as a directory of Markdown memories."""

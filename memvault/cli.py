@@ -8,6 +8,7 @@ non-zero exit status; tracebacks are only printed with MEMVAULT_DEBUG=1.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
@@ -16,11 +17,24 @@ from pathlib import Path
 
 from . import __version__
 from .crypto import DEFAULT_KDF, KdfParams
-from .errors import MemvaultError, PassphraseError, VaultExists
+from .errors import MemvaultError, PassphraseError, VaultExists, VaultInUse
+from .fs import daemon
+from .fs.mount import (
+    MountError,
+    MountRecord,
+    clean_stale,
+    harden_process,
+    is_stale,
+    mounted_at,
+    serve,
+    unmount,
+)
+from .mounted import MountedVault
 from .passphrase import ENV_VAR, read_passphrase
 from .vault import Vault, read_info
 
 DEFAULT_VAULT = "~/.memvault/memory.vault"
+DEFAULT_MOUNTPOINT = "~/memory"
 VAULT_ENV_VAR = "MEMVAULT_VAULT"
 
 EXIT_ERROR = 1
@@ -32,10 +46,15 @@ def vault_path(args: argparse.Namespace) -> Path:
     return Path(given).expanduser()
 
 
-def open_vault(args: argparse.Namespace, *, readonly: bool = False) -> Vault:
+def open_vault(args: argparse.Namespace, *, readonly: bool = False) -> Vault | MountedVault:
+    """The vault itself, or its mount if a daemon serves it (the only writer)."""
+    path = vault_path(args)
+    record = MountRecord.load(path)
+    if record is not None and record.alive:
+        return MountedVault(Path(record.mountpoint), record.pid)
     from_stdin = getattr(args, "passphrase_stdin", False)
     vault = Vault.open(
-        vault_path(args),
+        path,
         lambda: read_passphrase(from_stdin=from_stdin),
         readonly=readonly,
         compact_delay=None,
@@ -80,7 +99,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"vault id:  {info.header.vault_id.hex()}")
     print(f"created:   {created}")
     print(f"size:      {_human(info.file_size)} ({info.file_size} bytes)")
+    record = MountRecord.load(info.path)
+    if record is not None and record.alive:
+        state = f"unlocked, mounted at {record.mountpoint} by process {record.pid}"
+    elif record is not None:
+        state = "a daemon died without locking; `memvault lock` cleans up its mount"
     print(f"state:     {state}")
+    if record is not None and record.alive:
+        print(f"memories:  {record.memories}")
+        print(f"pending shreds: {record.pending_shreds}")
     print(f"keyslots:  {len(info.slots)}")
     for slot in info.slots:
         kdf = slot.kdf.describe() if hasattr(slot, "kdf") else "damaged"
@@ -145,6 +172,71 @@ def cmd_compact(args: argparse.Namespace) -> int:
         vault.compact()
         after = path.stat().st_size
     print(f"Compacted {path}: {_human(before)} -> {_human(after)}.")
+    return 0
+
+
+def mountpoint_of(args: argparse.Namespace) -> Path:
+    return Path(args.mountpoint or DEFAULT_MOUNTPOINT).expanduser().absolute()
+
+
+def cmd_unlock(args: argparse.Namespace) -> int:
+    path = vault_path(args)
+    mountpoint = mountpoint_of(args)
+    record = MountRecord.load(path)
+    if record is not None and record.alive:
+        raise MountError(
+            f"The vault {path} is already unlocked at {record.mountpoint} (pid {record.pid})."
+        )
+    if record is not None:
+        record.remove()
+    if clean_stale(mountpoint):
+        print(f"memvault: cleaned a stale mount at {mountpoint} left by a daemon that died.",
+              file=sys.stderr)  # fmt: skip
+    if mounted_at(mountpoint) is not None:
+        raise MountError(f"{mountpoint} is already a mount point.")
+    mountpoint.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if any(mountpoint.iterdir()):
+        raise MountError(f"{mountpoint} is not empty; unlock mounts on an empty directory.")
+    info = read_info(path)
+    if info.writer_pid is not None:
+        raise VaultInUse(path, f" (pid {info.writer_pid})")
+    passphrase = read_passphrase(from_stdin=getattr(args, "passphrase_stdin", False))
+    if args.foreground:
+        logging.basicConfig(level=logging.INFO, format="memvault: %(message)s")
+        vault = Vault.open(path, passphrase)
+        harden_process()
+        print(f"Unlocked {path} at {mountpoint}; Ctrl-C (or `memvault lock`) locks it.",
+              file=sys.stderr)  # fmt: skip
+        serve(vault, mountpoint, allow_other=args.allow_other)
+        print("Locked.", file=sys.stderr)
+        return 0
+    pid = daemon.start(path, mountpoint, passphrase, allow_other=args.allow_other)
+    print(f"Unlocked {path} at {mountpoint} (daemon pid {pid}); `memvault lock` locks it.")
+    return 0
+
+
+def cmd_lock(args: argparse.Namespace) -> int:
+    path = vault_path(args)
+    if args.mountpoint:
+        mountpoint = mountpoint_of(args)
+        records = [r for r in MountRecord.all() if Path(r.mountpoint) == mountpoint]
+        record = records[0] if records else None
+    else:
+        record = MountRecord.load(path)
+        mountpoint = Path(record.mountpoint) if record else mountpoint_of(args)
+    if record is not None and record.alive:
+        print(f"Locking {record.vault} (finishing shreds and compaction)...", file=sys.stderr)
+        daemon.stop(record.pid)
+        if mounted_at(mountpoint) is not None and is_stale(mountpoint):
+            unmount(mountpoint)
+        print(f"Locked {record.vault}; {mountpoint} is unmounted.")
+        return 0
+    if record is not None:
+        record.remove()
+    if clean_stale(mountpoint):
+        print(f"Cleaned a stale mount at {mountpoint} (its daemon had died); the vault is locked.")
+        return 0
+    print(f"The vault {path} is not unlocked.")
     return 0
 
 
@@ -230,6 +322,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("old", metavar="OLD")
     p.add_argument("new", metavar="NEW")
     add("compact", cmd_compact, "rewrite the vault file so no shredded byte remains")
+    p = add("unlock", cmd_unlock, "ask the passphrase and mount the vault as a directory")
+    p.add_argument(
+        "mountpoint",
+        metavar="MOUNTPOINT",
+        nargs="?",
+        help=f"an empty directory (default {DEFAULT_MOUNTPOINT}; created if missing)",
+    )
+    p.add_argument(
+        "--foreground",
+        action="store_true",
+        help="stay attached and log to the terminal; Ctrl-C locks",
+    )
+    p.add_argument(
+        "--allow-other",
+        action="store_true",
+        help="let other users reach the mount (off by default: owner only; "
+        "needs user_allow_other in /etc/fuse.conf for non-root users)",
+    )
+    p = add("lock", cmd_lock, "unmount, finish pending shreds and compaction, wipe the keys")
+    p.add_argument(
+        "mountpoint",
+        metavar="MOUNTPOINT",
+        nargs="?",
+        help="the mount to lock (default: wherever this vault is mounted)",
+    )
     return parser
 
 

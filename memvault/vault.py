@@ -78,6 +78,8 @@ _HEADER_KEY = b"header"
 _HEADER_AUTH_KEY = b"header-auth"
 _STATE_KEY = b"accumulator"
 _SNAPSHOT_KEY = b"snapshot"
+_ROOT_KEY = b"root"
+_ROOT_ID = b"root"
 _COMPACTION_OWED_KEY = b"compaction-owed"  # set with every shred, gone after compaction
 _ID_SIZE = 16
 
@@ -182,6 +184,7 @@ class Vault:
         self._acc = Accumulator(self._state_key)
         self.damaged: dict[bytes, str] = {}
         self.pending_shreds = 0
+        self._root: Meta | None = None
         self.kdf_seconds = 0.0  # how long unlocking spent in Argon2id
         self._dirty = False
         self._snapshot_stored = False
@@ -300,6 +303,13 @@ class Vault:
             except DecryptionError:
                 raise VaultCorrupted(self.path, "its record state is damaged") from None
             self._acc = Accumulator(self._state_key, *stored_acc.state())
+            sealed_root = txn.get(_ROOT_KEY, db=store.dbs["state"])
+            if sealed_root is not None:
+                try:
+                    root = self._open_master_with(Kind.META, _ROOT_ID, sealed_root)
+                    self._root = Meta.decode(root)
+                except (DecryptionError, RecordFormatError):
+                    self.damaged[_ROOT_ID] = "the root directory's attributes are damaged"
             if txn.get(_COMPACTION_OWED_KEY, db=store.dbs["state"]) is not None:
                 self.pending_shreds = 1  # an earlier session shredded but never compacted
             sealed_snapshot = txn.get(_SNAPSHOT_KEY, db=store.dbs["state"])
@@ -437,6 +447,9 @@ class Vault:
     def _open_master(self, kind: Kind, sealed) -> bytearray:
         return open_sealed(self._master, sealed, self._ad(kind))
 
+    def _open_master_with(self, kind: Kind, object_id: bytes, sealed) -> bytearray:
+        return open_sealed(self._master, sealed, self._ad(kind, object_id))
+
     def _seal_body(self, entry: Entry, data: bytes) -> bytes:
         ad = self._ad(Kind.BODY, entry.record_id, entry.meta.body_gen)
         return seal(entry.data_key, data, ad)
@@ -477,6 +490,9 @@ class Vault:
             return self._entry(norm).meta
 
     def root_meta(self) -> Meta:
+        """The root directory's attributes (it has no record; see set_attrs)."""
+        if self._root is not None:
+            return self._root
         created = self.header.created_ns
         return Meta("", DIRECTORY, 0o700, 0, created, created, 0, 0, os.getuid(), os.getgid())
 
@@ -647,7 +663,7 @@ class Vault:
         """Change metadata only (chmod, utimens, chown, xattrs); the body is untouched."""
         with self._lock:
             self._check_writable()
-            entry = self._entry(paths.normalize(path))
+            norm = paths.normalize(path, allow_root=True)
             changes: dict = {"ctime_ns": time.time_ns()}
             for name, value in (
                 ("mode", mode),
@@ -658,11 +674,23 @@ class Vault:
             ):
                 if value is not None:
                     changes[name] = value
+            if norm == paths.ROOT:
+                return self._set_root(self.root_meta().evolve(**changes))
+            entry = self._entry(norm)
             meta = entry.meta.evolve(**changes)
             self._commit(
                 [_Write(Entry(entry.record_id, meta, entry.data_key), entry.meta.gen, None)]
             )
             return meta
+
+    def _set_root(self, meta: Meta) -> Meta:
+        """The root's attributes live sealed under the master key in the state database."""
+        sealed = seal(self._master, meta.encode(), self._ad(Kind.META, _ROOT_ID))
+        dbs = self._store.dbs
+        self._store.write(lambda txn: txn.put(_ROOT_KEY, sealed, db=dbs["state"]))
+        self._dirty = True
+        self._root = meta
+        return meta
 
     def rename(self, old: str, new: str, *, replace_existing: bool = True) -> None:
         """Move a file or directory tree; an existing target file is replaced (and shredded)."""
@@ -689,14 +717,50 @@ class Vault:
                     raise DirectoryNotEmpty(dst)
                 shreds.append(target)
             writes = self._parent_dirs(dst, now)
-            moving = [entry]
-            if entry.meta.is_dir:
-                moving += [e for p, e in self._by_path.items() if p.startswith(src + "/")]
-            for e in moving:
+            for e in [entry, *self._subtree(src)]:
                 new_path = dst + e.meta.path[len(src) :]
                 meta = e.meta.evolve(path=new_path, ctime_ns=now)
                 writes.append(_Write(Entry(e.record_id, meta, e.data_key), e.meta.gen, None))
             self._commit(writes, shreds)
+
+    def exchange(self, a: str, b: str) -> None:
+        """Swap two entries atomically (rename with RENAME_EXCHANGE)."""
+        with self._lock:
+            self._check_writable()
+            first, second = paths.normalize(a), paths.normalize(b)
+            if first == second:
+                return
+            if paths.is_within(first, second) or paths.is_within(second, first):
+                raise InvalidMove(first, second, "one contains the other")
+            now = time.time_ns()
+            writes = []
+            for src, dst in ((first, second), (second, first)):
+                for e in [self._entry(src), *self._subtree(src)]:
+                    meta = e.meta.evolve(path=dst + e.meta.path[len(src) :], ctime_ns=now)
+                    writes.append(_Write(Entry(e.record_id, meta, e.data_key), e.meta.gen, None))
+            self._commit(writes)
+
+    def _subtree(self, norm: str) -> list[Entry]:
+        """Every entry strictly below the directory ``norm`` (none for a file)."""
+        found = []
+        stack = [norm]
+        while stack:
+            for child in self._children.get(stack.pop(), {}).values():
+                found.append(child)
+                if child.meta.is_dir:
+                    stack.append(child.meta.path)
+        return found
+
+    def record_id(self, path: str) -> bytes:
+        """The stable identity of the entry at ``path`` (kept across renames)."""
+        with self._lock:
+            return self._entry(paths.normalize(path)).record_id
+
+    def by_record_id(self, record_id: bytes) -> Meta | None:
+        """The current metadata of a record, or None once it is gone."""
+        with self._lock:
+            entry = self._by_id.get(record_id)
+            return entry.meta if entry is not None else None
 
     def delete(self, path: str, *, recursive: bool = False) -> int:
         """Crypto-shred a file, symlink or directory; return how many records went."""
@@ -704,12 +768,10 @@ class Vault:
             self._check_writable()
             norm = paths.normalize(path)
             entry = self._entry(norm)
-            doomed = [entry]
-            if entry.meta.is_dir:
-                below = [e for p, e in self._by_path.items() if p.startswith(norm + "/")]
-                if below and not recursive:
-                    raise DirectoryNotEmpty(norm)
-                doomed += below
+            below = self._subtree(norm)
+            if below and not recursive:
+                raise DirectoryNotEmpty(norm)
+            doomed = [entry, *below]
             self._commit([], doomed)
             return len(doomed)
 

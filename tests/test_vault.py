@@ -227,3 +227,17 @@ def test_put_many_is_one_transaction(vault_path, vault):
     vault.close()
     with reopen(vault_path) as again:
         assert [m.path for m in again.walk()] == ["b", "b/c", "b/c/y.md", "b/x.md", "z.md"]
+
+
+def test_exchange_swaps_files_and_trees(vault_path, vault):
+    vault.put("a/x.md", b"ax")
+    vault.put("b.md", b"b")
+    ida, idb = vault.record_id("a"), vault.record_id("b.md")
+    vault.exchange("a", "b.md")
+    assert vault.get("b.md/x.md") == b"ax" and vault.get("a") == b"b"
+    assert vault.record_id("b.md") == ida and vault.record_id("a") == idb
+    with pytest.raises(errors.InvalidMove):
+        vault.exchange("b.md", "b.md/x.md")
+    vault.close()
+    with reopen(vault_path) as again:
+        assert again.get("b.md/x.md") == b"ax" and again.get("a") == b"b"

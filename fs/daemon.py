@@ -1,0 +1,112 @@
+"""Detaching the mount daemon from the terminal, and stopping it.
+
+`unlock` asks the passphrase in the foreground, then forks: the child opens
+the vault, mounts and serves; the parent waits on a pipe until the mount is
+ready (or the child reports an error) and returns. The daemon logs to a file
+in the runtime directory (no memory content is ever logged).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+from ..errors import MemvaultError
+from ..vault import Vault
+from .mount import MountError, MountRecord, harden_process, pid_alive, serve
+
+log = logging.getLogger("memvault")
+
+STOP_TIMEOUT_S = 600.0
+READY = b"ready"
+
+
+def log_path(vault: Path) -> Path:
+    return MountRecord.path_for(vault).with_suffix(".log")
+
+
+def start(vault: Path, mountpoint: Path, passphrase: bytearray, *, allow_other: bool) -> int:
+    """Fork the daemon; return its pid once the mount is ready, or raise its error."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the daemon: never returns
+        os.close(read_fd)
+        _run_daemon(vault, mountpoint, passphrase, allow_other, write_fd)
+    os.close(write_fd)
+    for i in range(len(passphrase)):
+        passphrase[i] = 0
+    chunks = []
+    while chunk := os.read(read_fd, 4096):
+        chunks.append(chunk)
+    os.close(read_fd)
+    message = b"".join(chunks)
+    if message == READY:
+        return pid
+    os.waitpid(pid, 0)
+    raise MountError(message.decode(errors="replace") or "The mount daemon exited unexpectedly.")
+
+
+def _run_daemon(vault_path, mountpoint, passphrase, allow_other, report_fd) -> None:
+    code = 1
+    reporter = _Reporter(report_fd)
+    try:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDWR)
+        log_fd = os.open(log_path(vault_path), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.dup2(log_fd, 2)
+        logging.basicConfig(
+            stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s: %(message)s"
+        )
+        harden_process()
+        try:
+            vault = Vault.open(vault_path, passphrase)
+        except MemvaultError as exc:
+            reporter.send(str(exc).encode())
+            return
+        try:
+            serve(vault, mountpoint, allow_other=allow_other, on_ready=lambda: reporter.send(READY))
+            code = 0
+        except MemvaultError as exc:
+            log.error("stopped: %s", type(exc).__name__)
+            reporter.send(str(exc).encode())
+        except BaseException as exc:
+            log.error("daemon failed: %s", type(exc).__name__)
+            hint = f"The mount failed ({type(exc).__name__}); see {log_path(vault_path)}."
+            reporter.send(hint.encode())
+    finally:
+        reporter.send(b"")
+        os._exit(code)
+
+
+class _Reporter:
+    """The pipe back to the waiting `unlock`: one message, then closed for good.
+
+    After close the fd number may be reused by another file (the vault!), so
+    nothing may be written to it again.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._fd: int | None = fd
+
+    def send(self, message: bytes) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.write(self._fd, message)
+            os.close(self._fd)
+            self._fd = None
+
+
+def stop(pid: int, timeout: float = STOP_TIMEOUT_S) -> None:
+    """SIGTERM the daemon and wait until it has locked the vault and exited."""
+    os.kill(pid, 15)
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid):
+        if time.monotonic() > deadline:
+            raise MountError(f"The daemon (pid {pid}) did not stop within {timeout:.0f} s.")
+        time.sleep(0.02)

@@ -1,0 +1,46 @@
+"""The one place where exceptions become errno values for the kernel.
+
+A MemvaultError carries its own errno; an OSError keeps its errno; anything
+else is a bug: it becomes EIO and a log line (exception type and traceback,
+never the message, which may contain a file name), never a dead mount.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import logging
+import traceback
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import pyfuse3
+
+from ..errors import MemvaultError
+
+log = logging.getLogger("memvault.fs")
+
+T = TypeVar("T")
+
+
+def fuse_errors(handler: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    @functools.wraps(handler)
+    async def wrapper(*args, **kwargs) -> T:
+        try:
+            return await handler(*args, **kwargs)
+        except pyfuse3.FUSEError:
+            raise
+        except MemvaultError as exc:
+            raise pyfuse3.FUSEError(exc.errno) from None
+        except OSError as exc:
+            raise pyfuse3.FUSEError(exc.errno or errno.EIO) from None
+        except Exception as exc:
+            log.error(
+                "unexpected %s in %s (answered EIO):\n%s",
+                type(exc).__name__,
+                handler.__name__,
+                "".join(traceback.format_tb(exc.__traceback__)),
+            )
+            raise pyfuse3.FUSEError(errno.EIO) from None
+
+    return wrapper

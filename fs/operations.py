@@ -1,0 +1,400 @@
+"""pyfuse3 Operations: a thin adapter from kernel requests to the Vault.
+
+Metadata requests (lookup, getattr, readdir) are answered from the unlocked
+vault's in-memory index without leaving the trio thread. Anything that
+encrypts, decrypts a large body or commits to disk runs in a worker thread
+(`trio.to_thread`), so one file's write never blocks another file's reads for
+long. The Vault itself is thread-safe.
+
+Speed comes from the kernel's caches: positive entry and attribute timeouts,
+full attributes in readdir replies (readdirplus), and keep_cache on open
+(every change to a file passes through the kernel, so its page cache is
+never stale).
+"""
+
+from __future__ import annotations
+
+import base64
+import errno
+import functools
+import os
+import stat
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import pyfuse3
+import trio
+
+from .. import paths
+from ..records import FILE, Meta
+from ..vault import MAX_MEMORY_SIZE, Vault
+from .errors import fuse_errors
+from .handles import OpenFile, OpenFiles
+from .inodes import ROOT, InodeTable
+
+T = TypeVar("T")
+
+CACHE_TIMEOUT = 60.0
+"""Seconds the kernel may cache names and attributes: every change goes through it."""
+
+BLOCK_SIZE = 4096
+XATTR_NAMESPACE = "user."
+
+
+class VaultOperations(pyfuse3.Operations):
+    supports_dot_lookup = False
+    enable_writeback_cache = False
+    enable_acl = False
+
+    def __init__(self, vault: Vault) -> None:
+        super().__init__()
+        self.vault = vault
+        self.inodes = InodeTable()
+        self.files = OpenFiles()
+        self._dirs: dict[int, list[tuple[bytes, int, pyfuse3.EntryAttributes]]] = {}
+        self._dir_ids = iter(range(1, 2**62))
+
+    # -- helpers -----------------------------------------------------------------
+
+    async def _in_thread(self, fn: Callable[..., T], *args, **kwargs) -> T:
+        return await trio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+
+    def _path(self, inode: int) -> str:
+        """The current path of an inode ('' for the root)."""
+        try:
+            record_id = self.inodes.record(inode)
+        except KeyError:
+            raise pyfuse3.FUSEError(errno.ENOENT) from None
+        if record_id is None:
+            return paths.ROOT
+        meta = self.vault.by_record_id(record_id)
+        if meta is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        return meta.path
+
+    def _child(self, parent_inode: int, name: bytes) -> str:
+        parent = self._path(parent_inode)
+        return paths.join(parent, paths.check_name(os.fsdecode(name)))
+
+    def _attrs(self, meta: Meta, record_id: bytes | None) -> pyfuse3.EntryAttributes:
+        attrs = pyfuse3.EntryAttributes()
+        attrs.st_ino = ROOT if record_id is None else self.inodes.inode(record_id)
+        attrs.generation = 0
+        attrs.entry_timeout = CACHE_TIMEOUT
+        attrs.attr_timeout = CACHE_TIMEOUT
+        attrs.st_mode = meta.st_mode
+        attrs.st_nlink = 2 if meta.is_dir else 1
+        attrs.st_uid = meta.uid
+        attrs.st_gid = meta.gid
+        attrs.st_rdev = 0
+        size = meta.size
+        state = self.files.of_record(record_id) if record_id is not None else None
+        if state is not None and state.data is not None:
+            size = len(state.data)  # written but not yet closed
+        attrs.st_size = size
+        attrs.st_blksize = BLOCK_SIZE
+        attrs.st_blocks = (size + 511) // 512
+        attrs.st_atime_ns = meta.mtime_ns
+        attrs.st_mtime_ns = meta.mtime_ns
+        attrs.st_ctime_ns = meta.ctime_ns
+        return attrs
+
+    def _attrs_of_path(self, path: str) -> pyfuse3.EntryAttributes:
+        if path == paths.ROOT:
+            return self._attrs(self.vault.root_meta(), None)
+        return self._attrs(self.vault.stat(path), self.vault.record_id(path))
+
+    def _load(self, state: OpenFile) -> bytearray:
+        """The file's content in its shared buffer (read from the vault once)."""
+        if state.data is None:
+            meta = self.vault.by_record_id(state.record_id)
+            if meta is None:
+                raise pyfuse3.FUSEError(errno.ENOENT)
+            state.data = bytearray(self.vault.get(meta.path))
+        return state.data
+
+    def _commit(self, state: OpenFile) -> None:
+        """Write a dirty buffer to the vault (runs in a worker thread)."""
+        if not state.dirty or state.unlinked:
+            return
+        meta = self.vault.by_record_id(state.record_id)
+        if meta is None:
+            return
+        state.dirty = False
+        try:
+            self.vault.put(meta.path, bytes(state.data or b""))
+        except BaseException:
+            state.dirty = True
+            raise
+
+    def _keep_open_data(self, path: str) -> None:
+        """Before a record is shredded or replaced, let its open handles keep reading."""
+        try:
+            record_id = self.vault.record_id(path)
+        except Exception:
+            return
+        state = self.files.of_record(record_id)
+        if state is not None:
+            if state.data is None:
+                state.data = bytearray(self.vault.get(path))
+            self.files.detach(record_id)
+
+    # -- names and attributes --------------------------------------------------
+
+    @fuse_errors
+    async def lookup(self, parent_inode, name, ctx=None):
+        return self._attrs_of_path(self._child(parent_inode, name))
+
+    @fuse_errors
+    async def getattr(self, inode, ctx=None):
+        return self._attrs_of_path(self._path(inode))
+
+    @fuse_errors
+    async def setattr(self, inode, attr, fields, fh, ctx):
+        path = self._path(inode)
+        record_id = self.vault.record_id(path) if path != paths.ROOT else None
+        state = self.files.of_record(record_id) if record_id is not None else None
+        if fields.update_size:
+            if attr.st_size > MAX_MEMORY_SIZE:
+                raise pyfuse3.FUSEError(errno.EFBIG)
+            if self.vault.stat(path).is_dir:
+                raise pyfuse3.FUSEError(errno.EISDIR)
+
+            def truncate() -> None:
+                if state is not None:
+                    data = self._load(state)
+                    del data[attr.st_size :]
+                    data.extend(bytes(attr.st_size - len(data)))
+                    state.dirty = True
+                    self._commit(state)
+                else:
+                    data = bytearray(self.vault.get(path))
+                    del data[attr.st_size :]
+                    data.extend(bytes(attr.st_size - len(data)))
+                    self.vault.put(path, bytes(data))
+
+            await self._in_thread(truncate)
+        elif state is not None and state.dirty:
+            await self._in_thread(self._commit, state)  # so that new times stick
+        changes = {}
+        if fields.update_mode:
+            changes["mode"] = stat.S_IMODE(attr.st_mode)
+        if fields.update_uid:
+            changes["uid"] = attr.st_uid
+        if fields.update_gid:
+            changes["gid"] = attr.st_gid
+        if fields.update_mtime:
+            changes["mtime_ns"] = attr.st_mtime_ns
+        elif fields.update_size:
+            changes["mtime_ns"] = time.time_ns()
+        if changes:
+            await self._in_thread(self.vault.set_attrs, path, **changes)
+        return self._attrs_of_path(path)
+
+    @fuse_errors
+    async def readlink(self, inode, ctx):
+        return os.fsencode(self.vault.readlink(self._path(inode)))
+
+    @fuse_errors
+    async def statfs(self, ctx):
+        disk = os.statvfs(self.vault.path.parent)
+        out = pyfuse3.StatvfsData()
+        out.f_bsize = disk.f_bsize
+        out.f_frsize = disk.f_frsize
+        out.f_blocks = disk.f_blocks
+        out.f_bfree = disk.f_bfree
+        out.f_bavail = disk.f_bavail
+        count = len(self.vault.walk())
+        out.f_files = count + disk.f_ffree
+        out.f_ffree = disk.f_ffree
+        out.f_favail = disk.f_favail
+        out.f_namemax = paths.MAX_NAME_BYTES
+        return out
+
+    # -- directories -----------------------------------------------------------
+
+    @fuse_errors
+    async def opendir(self, inode, ctx):
+        path = self._path(inode)
+        entries = []
+        for name, meta in self.vault.list(path):
+            record_id = self.vault.record_id(paths.join(path, name))
+            entries.append((os.fsencode(name), record_id, self._attrs(meta, record_id)))
+        fh = next(self._dir_ids)
+        self._dirs[fh] = entries  # a snapshot: offsets survive concurrent changes
+        return fh
+
+    @fuse_errors
+    async def readdir(self, fh, start_id, token):
+        entries = self._dirs[fh]
+        for index in range(start_id, len(entries)):
+            name, _, attrs = entries[index]
+            if not pyfuse3.readdir_reply(token, name, attrs, index + 1):
+                break
+
+    async def releasedir(self, fh):
+        self._dirs.pop(fh, None)
+
+    @fuse_errors
+    async def fsyncdir(self, fh, datasync):
+        return None  # every change is committed durably when it is made
+
+    @fuse_errors
+    async def mkdir(self, parent_inode, name, mode, ctx):
+        path = self._child(parent_inode, name)
+        await self._in_thread(self.vault.mkdir, path, mode=stat.S_IMODE(mode))
+        await self._in_thread(self.vault.set_attrs, path, uid=ctx.uid, gid=ctx.gid)
+        return self._attrs_of_path(path)
+
+    @fuse_errors
+    async def rmdir(self, parent_inode, name, ctx):
+        path = self._child(parent_inode, name)
+        if not self.vault.stat(path).is_dir:
+            raise pyfuse3.FUSEError(errno.ENOTDIR)
+        await self._in_thread(self.vault.delete, path)
+
+    @fuse_errors
+    async def unlink(self, parent_inode, name, ctx):
+        path = self._child(parent_inode, name)
+        if self.vault.stat(path).is_dir:
+            raise pyfuse3.FUSEError(errno.EISDIR)
+        self._keep_open_data(path)
+        await self._in_thread(self.vault.delete, path)
+
+    @fuse_errors
+    async def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):
+        old = self._child(parent_inode_old, name_old)
+        new = self._child(parent_inode_new, name_new)
+        if flags & pyfuse3.RENAME_EXCHANGE:
+            await self._in_thread(self.vault.exchange, old, new)
+            return
+        self.vault.stat(old)
+        noreplace = bool(flags & pyfuse3.RENAME_NOREPLACE)
+        if not noreplace and old != new:
+            self._keep_open_data(new)
+        await self._in_thread(self.vault.rename, old, new, replace_existing=not noreplace)
+
+    @fuse_errors
+    async def symlink(self, parent_inode, name, target, ctx):
+        path = self._child(parent_inode, name)
+        await self._in_thread(self.vault.symlink, path, os.fsdecode(target))
+        await self._in_thread(self.vault.set_attrs, path, uid=ctx.uid, gid=ctx.gid)
+        return self._attrs_of_path(path)
+
+    @fuse_errors
+    async def link(self, inode, new_parent_inode, new_name, ctx):
+        raise pyfuse3.FUSEError(errno.ENOTSUP)  # hard links are not supported
+
+    @fuse_errors
+    async def mknod(self, parent_inode, name, mode, rdev, ctx):
+        if not stat.S_ISREG(mode):
+            raise pyfuse3.FUSEError(errno.ENOTSUP)  # no devices, FIFOs or sockets
+        path = self._child(parent_inode, name)
+        await self._in_thread(self._create_file, path, mode, ctx)
+        return self._attrs_of_path(path)
+
+    # -- files -----------------------------------------------------------------
+
+    def _create_file(self, path: str, mode: int, ctx) -> None:
+        if self.vault.exists(path):
+            raise pyfuse3.FUSEError(errno.EEXIST)
+        self.vault.put(path, b"", mode=stat.S_IMODE(mode))
+        if (ctx.uid, ctx.gid) != (os.getuid(), os.getgid()):
+            self.vault.set_attrs(path, uid=ctx.uid, gid=ctx.gid)
+
+    @fuse_errors
+    async def create(self, parent_inode, name, mode, flags, ctx):
+        path = self._child(parent_inode, name)
+        await self._in_thread(self._create_file, path, mode, ctx)
+        fh, state = self.files.open(self.vault.record_id(path))
+        state.data = bytearray() if state.data is None else state.data
+        return pyfuse3.FileInfo(fh=fh, keep_cache=True), self._attrs_of_path(path)
+
+    @fuse_errors
+    async def open(self, inode, flags, ctx):
+        path = self._path(inode)
+        meta = self.vault.stat(path)
+        if meta.type != FILE:
+            raise pyfuse3.FUSEError(errno.EISDIR if meta.is_dir else errno.ELOOP)
+        fh, _ = self.files.open(self.vault.record_id(path))
+        return pyfuse3.FileInfo(fh=fh, keep_cache=True)
+
+    @fuse_errors
+    async def read(self, fh, off, size):
+        state = self.files.get(fh)
+        if state.data is None:
+            await self._in_thread(self._load, state)
+        return bytes(state.data[off : off + size])
+
+    @fuse_errors
+    async def write(self, fh, off, buf):
+        state = self.files.get(fh)
+        if off + len(buf) > MAX_MEMORY_SIZE:
+            raise pyfuse3.FUSEError(errno.EFBIG)
+        if state.data is None:
+            await self._in_thread(self._load, state)
+        data = state.data
+        if off > len(data):
+            data.extend(bytes(off - len(data)))
+        data[off : off + len(buf)] = buf
+        state.dirty = True
+        return len(buf)
+
+    @fuse_errors
+    async def flush(self, fh):
+        state = self.files.get(fh)
+        if state.dirty:
+            await self._in_thread(self._commit, state)
+
+    @fuse_errors
+    async def fsync(self, fh, datasync):
+        state = self.files.get(fh)
+        if state.dirty:
+            await self._in_thread(self._commit, state)
+
+    @fuse_errors
+    async def release(self, fh):
+        state = self.files.get(fh)
+        try:
+            if state.dirty:
+                await self._in_thread(self._commit, state)
+        finally:
+            self.files.close(fh)
+
+    # -- extended attributes (user.* only, stored inside the sealed metadata) ----
+
+    def _xattr_name(self, name: bytes) -> str:
+        text = os.fsdecode(name)
+        if not text.startswith(XATTR_NAMESPACE):
+            raise pyfuse3.FUSEError(errno.ENOTSUP)
+        return text
+
+    @fuse_errors
+    async def setxattr(self, inode, name, value, ctx):
+        path = self._path(inode)
+        key = self._xattr_name(name)
+        xattrs = dict(self.vault.stat(path).xattrs)
+        xattrs[key] = base64.b64encode(value).decode()
+        await self._in_thread(self.vault.set_attrs, path, xattrs=xattrs)
+
+    @fuse_errors
+    async def getxattr(self, inode, name, ctx):
+        key = self._xattr_name(name)
+        value = self.vault.stat(self._path(inode)).xattrs.get(key)
+        if value is None:
+            raise pyfuse3.FUSEError(pyfuse3.ENOATTR)
+        return base64.b64decode(value)
+
+    @fuse_errors
+    async def listxattr(self, inode, ctx):
+        return [os.fsencode(k) for k in self.vault.stat(self._path(inode)).xattrs]
+
+    @fuse_errors
+    async def removexattr(self, inode, name, ctx):
+        path = self._path(inode)
+        key = self._xattr_name(name)
+        xattrs = dict(self.vault.stat(path).xattrs)
+        if xattrs.pop(key, None) is None:
+            raise pyfuse3.FUSEError(pyfuse3.ENOATTR)
+        await self._in_thread(self.vault.set_attrs, path, xattrs=xattrs)

@@ -1,0 +1,100 @@
+"""Real FUSE mounts for tests: unlock in a temporary directory, always lock
+(and, should that fail, force the unmount and kill the daemon)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from .conftest import KDF_ARGS, PASSPHRASE
+
+
+@dataclass
+class Mount:
+    root: Path
+    vault: Path
+    env: dict[str, str]
+
+    def cli(self, *args: str, input: bytes = b"", timeout: float = 120):
+        return subprocess.run(
+            [sys.executable, "-m", "memvault", *args],
+            input=input,
+            capture_output=True,
+            env=self.env,
+            timeout=timeout,
+            start_new_session=True,
+        )
+
+    def record(self) -> dict | None:
+        for path in Path(self.env["XDG_RUNTIME_DIR"], "memvault").glob("*.json"):
+            return json.loads(path.read_text())
+        return None
+
+    def daemon_pid(self) -> int:
+        record = self.record()
+        assert record is not None, "no daemon record"
+        return record["pid"]
+
+    def unlock(self, *extra: str):
+        return self.cli("unlock", str(self.root), *extra)
+
+    def lock(self):
+        return self.cli("lock", str(self.root))
+
+    def is_mounted(self) -> bool:
+        with open("/proc/self/mountinfo") as f:
+            return any(line.split()[4] == str(self.root) for line in f)
+
+
+def make_env(base: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_")}
+    env["MEMVAULT_VAULT"] = str(base / "vault" / "memory.vault")
+    env["MEMVAULT_PASSPHRASE"] = PASSPHRASE.decode()
+    env["XDG_RUNTIME_DIR"] = str(base / "run")
+    (base / "run").mkdir(mode=0o700, exist_ok=True)
+    return env
+
+
+@contextmanager
+def mounted(base: Path, *, init: bool = True):
+    """An unlocked vault mounted at ``base/mnt``."""
+    env = make_env(base)
+    mount = Mount(base / "mnt", Path(env["MEMVAULT_VAULT"]), env)
+    if init:
+        done = mount.cli("init", *KDF_ARGS)
+        assert done.returncode == 0, done.stderr
+    done = mount.unlock()
+    assert done.returncode == 0, done.stderr
+    try:
+        yield mount
+    finally:
+        force_lock(mount)
+
+
+def force_lock(mount: Mount) -> None:
+    if mount.is_mounted():
+        record = mount.record()
+        with suppress(subprocess.TimeoutExpired):
+            mount.lock()
+        if mount.is_mounted():
+            subprocess.run(["fusermount3", "-u", "-z", str(mount.root)], check=False)
+        if record is not None:
+            with suppress(ProcessLookupError):
+                os.kill(record["pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while mount.is_mounted() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def run(*cmd: str, cwd: Path | None = None, check: bool = True, **kwargs):
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, timeout=120, **kwargs)
+    if check:
+        assert done.returncode == 0, f"{cmd}: {done.stderr.decode(errors='replace')}"
+    return done
