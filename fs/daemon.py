@@ -17,7 +17,8 @@ from pathlib import Path
 
 from ..errors import MemvaultError
 from ..vault import Vault
-from .mount import MountError, MountRecord, harden_process, pid_alive, serve
+from .mount import harden_process, serve
+from .runtime import MountError, MountRecord, pid_alive
 
 log = logging.getLogger("memvault")
 

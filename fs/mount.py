@@ -1,24 +1,13 @@
-"""Mount lifecycle: serve a vault on a mountpoint, find and clean stale mounts,
-and the runtime record that tells `lock` and `status` who serves what.
-
-The runtime record (``$XDG_RUNTIME_DIR/memvault/<id>.json``, else
-``/tmp/memvault-<uid>/``) holds the vault path, the mountpoint, the daemon's
-pid and a few counters. It never holds memory content or names.
-"""
+"""Serving a vault on a mountpoint with pyfuse3 + trio until it is locked."""
 
 from __future__ import annotations
 
 import ctypes
-import errno
-import hashlib
-import json
 import logging
 import os
 import resource
 import signal
-import subprocess
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pyfuse3
@@ -27,139 +16,12 @@ import trio
 from ..errors import MemvaultError
 from ..vault import Vault
 from .operations import VaultOperations
+from .runtime import MountRecord
 
 log = logging.getLogger("memvault.fs")
 
 FS_NAME = "memvault"
 STATUS_INTERVAL_S = 2.0
-
-
-class MountError(MemvaultError):
-    """{0}"""
-
-
-# -- runtime records ------------------------------------------------------------
-
-
-def runtime_dir() -> Path:
-    base = os.environ.get("XDG_RUNTIME_DIR")
-    path = Path(base) / "memvault" if base else Path(f"/tmp/memvault-{os.getuid()}")
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return path
-
-
-@dataclass
-class MountRecord:
-    vault: str
-    mountpoint: str
-    pid: int
-    started: float
-    memories: int = 0
-    pending_shreds: int = 0
-
-    @staticmethod
-    def path_for(vault: Path) -> Path:
-        key = hashlib.sha256(str(vault.resolve()).encode()).hexdigest()[:16]
-        return runtime_dir() / f"{key}.json"
-
-    def save(self) -> None:
-        target = self.path_for(Path(self.vault))
-        tmp = target.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self)))
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, target)
-
-    @classmethod
-    def load(cls, vault: Path) -> MountRecord | None:
-        try:
-            return cls(**json.loads(cls.path_for(vault).read_text()))
-        except (OSError, ValueError, TypeError):
-            return None
-
-    @classmethod
-    def all(cls) -> list[MountRecord]:
-        found = []
-        for path in runtime_dir().glob("*.json"):
-            try:
-                found.append(cls(**json.loads(path.read_text())))
-            except (OSError, ValueError, TypeError):
-                continue
-        return found
-
-    def remove(self) -> None:
-        self.path_for(Path(self.vault)).unlink(missing_ok=True)
-
-    @property
-    def alive(self) -> bool:
-        return pid_alive(self.pid)
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie still answers kill(0); it serves nothing.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-# -- mount table --------------------------------------------------------------------
-
-
-def _unescape(field: str) -> str:
-    return field.encode().decode("unicode_escape").encode("latin-1").decode()
-
-
-def mounted_at(mountpoint: Path) -> str | None:
-    """The filesystem type mounted exactly at ``mountpoint``, if any."""
-    target = str(mountpoint)
-    try:
-        with open("/proc/self/mountinfo") as f:
-            for line in f:
-                left, _, right = line.partition(" - ")
-                if _unescape(left.split()[4]) == target:
-                    return right.split()[0]
-    except OSError:
-        pass
-    return None
-
-
-def is_stale(mountpoint: Path) -> bool:
-    """A FUSE mount whose daemon is gone ("Transport endpoint is not connected")."""
-    try:
-        os.stat(mountpoint)
-    except OSError as exc:
-        return exc.errno == errno.ENOTCONN
-    return False
-
-
-def unmount(mountpoint: Path) -> None:
-    """Detach a (possibly stale) FUSE mount."""
-    for cmd in (["fusermount3", "-u", "-z", str(mountpoint)], ["umount", "-l", str(mountpoint)]):
-        try:
-            done = subprocess.run(cmd, capture_output=True, timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        if done.returncode == 0 or mounted_at(mountpoint) is None:
-            return
-    raise MountError(f"Could not unmount {mountpoint}; try `fusermount3 -u -z {mountpoint}`.")
-
-
-def clean_stale(mountpoint: Path) -> bool:
-    """Unmount a stale memvault mount at ``mountpoint``; True if one was cleaned."""
-    fstype = mounted_at(mountpoint)
-    if fstype is None or not is_stale(mountpoint):
-        return False
-    if not fstype.startswith("fuse"):
-        raise MountError(f"{mountpoint} is a broken {fstype} mount; unmount it first.")
-    unmount(mountpoint)
-    return True
 
 
 # -- serving ------------------------------------------------------------------------

@@ -18,17 +18,7 @@ from pathlib import Path
 from . import __version__
 from .crypto import DEFAULT_KDF, KdfParams
 from .errors import MemvaultError, PassphraseError, VaultExists, VaultInUse
-from .fs import daemon
-from .fs.mount import (
-    MountError,
-    MountRecord,
-    clean_stale,
-    harden_process,
-    is_stale,
-    mounted_at,
-    serve,
-    unmount,
-)
+from .fs.runtime import MountError, MountRecord, clean_stale, is_stale, mounted_at, unmount
 from .mounted import MountedVault
 from .passphrase import ENV_VAR, read_passphrase
 from .vault import Vault, read_info
@@ -201,6 +191,9 @@ def cmd_unlock(args: argparse.Namespace) -> int:
     if info.writer_pid is not None:
         raise VaultInUse(path, f" (pid {info.writer_pid})")
     passphrase = read_passphrase(from_stdin=getattr(args, "passphrase_stdin", False))
+    from .fs import daemon  # pyfuse3 and trio: only imported by the commands that mount
+    from .fs.mount import harden_process, serve
+
     if args.foreground:
         logging.basicConfig(level=logging.INFO, format="memvault: %(message)s")
         vault = Vault.open(path, passphrase)
@@ -226,6 +219,8 @@ def cmd_lock(args: argparse.Namespace) -> int:
         mountpoint = Path(record.mountpoint) if record else mountpoint_of(args)
     if record is not None and record.alive:
         print(f"Locking {record.vault} (finishing shreds and compaction)...", file=sys.stderr)
+        from .fs import daemon
+
         daemon.stop(record.pid)
         if mounted_at(mountpoint) is not None and is_stale(mountpoint):
             unmount(mountpoint)

@@ -29,6 +29,12 @@ class VaultExists(MemvaultError):
     errno = _errno.EEXIST
 
 
+class VaultUnreadable(MemvaultError):
+    """Cannot open the vault {0}: {1}."""
+
+    errno = _errno.EACCES
+
+
 class NotAVault(MemvaultError):
     """{0} is not a memvault vault."""
 

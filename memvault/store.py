@@ -20,6 +20,7 @@ Why these choices:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -32,7 +33,14 @@ from typing import TypeVar
 
 import lmdb
 
-from .errors import DiskFull, MemvaultError, NotAVault, VaultCorrupted, VaultInUse
+from .errors import (
+    DiskFull,
+    MemvaultError,
+    NotAVault,
+    VaultCorrupted,
+    VaultInUse,
+    VaultUnreadable,
+)
 
 T = TypeVar("T")
 
@@ -68,7 +76,10 @@ class Store:
         self.readonly = readonly
         self._lock_fd: int | None = None
         if not readonly or shared_lock:
-            self._lock_fd = _acquire_lock(path, exclusive=not readonly)
+            try:
+                self._lock_fd = _acquire_lock(path, exclusive=not readonly)
+            except PermissionError as exc:
+                raise VaultUnreadable(path, "permission denied") from exc
         if not readonly:  # a compaction killed half-way leaves its copy behind
             for stale in (self._compacting_path(), lock_path(self._compacting_path())):
                 stale.unlink(missing_ok=True)
@@ -255,9 +266,10 @@ def _acquire_lock(path: Path, *, exclusive: bool) -> int:
         holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
         os.close(fd)
         raise VaultInUse(path, f" (pid {holder})" if holder.isdigit() else "") from None
-    if exclusive:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    if exclusive:  # who holds it, for messages; best effort (the disk may be full)
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
 
 

@@ -137,6 +137,7 @@ def _run_in_terminal(args, answers, env):
     """Run memvault on a pseudo-terminal, answering each prompt; return (status, screen)."""
     import os
     import pty
+    import select
     import sys
     import time
 
@@ -147,6 +148,10 @@ def _run_in_terminal(args, answers, env):
     pending = list(answers)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            os.kill(pid, 9)
+            break
         try:
             chunk = os.read(fd, 1024)
         except OSError:
@@ -154,7 +159,10 @@ def _run_in_terminal(args, answers, env):
         if not chunk:
             break
         screen += chunk
-        if pending and screen.rstrip().endswith(b":"):
+        # Answer each prompt once, only after it is shown: getpass turns echo
+        # off before printing it and flushes input typed earlier.
+        prompts = screen.count(b"Passphrase")
+        if pending and prompts > len(answers) - len(pending) and screen.endswith(b": "):
             os.write(fd, pending.pop(0) + b"\n")
     _, status = os.waitpid(pid, 0)
     os.close(fd)
