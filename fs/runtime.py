@@ -119,7 +119,7 @@ def mounted_at(mountpoint: Path) -> str | None:
 def is_stale(mountpoint: Path) -> bool:
     """A FUSE mount whose daemon is gone ("Transport endpoint is not connected")."""
     try:
-        os.stat(mountpoint)
+        os.statvfs(mountpoint)  # not stat(): the kernel may answer that from its cache
     except OSError as exc:
         return exc.errno == errno.ENOTCONN
     return False
