@@ -17,9 +17,9 @@ import lmdb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from memvault.crypto import DEFAULT_KDF  # noqa: E402
 from synthetic import note, notes  # noqa: E402
 
+from memvault.crypto import DEFAULT_KDF  # noqa: E402
 from memvault.vault import Vault  # noqa: E402
 
 PASSPHRASE = b"benchmark passphrase"

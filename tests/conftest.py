@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from memvault.crypto import KdfParams
 
+from memvault.crypto import KdfParams
 from memvault.vault import Vault
 
 FAST_KDF = KdfParams(time_cost=1, memory_kib=8 * 1024, parallelism=1)

@@ -6,9 +6,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import lmdb
-from memvault.crypto import with_checksum, without_checksum
 
 from memvault import records
+from memvault.crypto import with_checksum, without_checksum
 
 
 @contextmanager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from memvault.crypto import (
     DEFAULT_KDF,
     OVERHEAD,
