@@ -39,6 +39,8 @@ CACHE_TIMEOUT = 60.0
 """Seconds the kernel may cache names and attributes: every change goes through it."""
 
 BLOCK_SIZE = 4096
+INLINE_LIMIT = 64 << 10
+"""Files up to this size are decrypted on the trio thread: a thread hop costs more."""
 XATTR_NAMESPACE = "user."
 
 
@@ -238,13 +240,13 @@ class VaultOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def fsyncdir(self, fh, datasync):
-        return None  # every change is committed durably when it is made
+        await self._in_thread(self.vault.sync)
 
     @fuse_errors
     async def mkdir(self, parent_inode, name, mode, ctx):
         path = self._child(parent_inode, name)
         await self._in_thread(self.vault.mkdir, path, mode=stat.S_IMODE(mode))
-        await self._in_thread(self.vault.set_attrs, path, uid=ctx.uid, gid=ctx.gid)
+        await self._in_thread(self._set_owner, path, ctx)
         return self._attrs_of_path(path)
 
     @fuse_errors
@@ -279,7 +281,7 @@ class VaultOperations(pyfuse3.Operations):
     async def symlink(self, parent_inode, name, target, ctx):
         path = self._child(parent_inode, name)
         await self._in_thread(self.vault.symlink, path, os.fsdecode(target))
-        await self._in_thread(self.vault.set_attrs, path, uid=ctx.uid, gid=ctx.gid)
+        await self._in_thread(self._set_owner, path, ctx)
         return self._attrs_of_path(path)
 
     @fuse_errors
@@ -300,6 +302,10 @@ class VaultOperations(pyfuse3.Operations):
         if self.vault.exists(path):
             raise pyfuse3.FUSEError(errno.EEXIST)
         self.vault.put(path, b"", mode=stat.S_IMODE(mode))
+        self._set_owner(path, ctx)
+
+    def _set_owner(self, path: str, ctx) -> None:
+        """New entries belong to the caller (root may create them for others)."""
         if (ctx.uid, ctx.gid) != (os.getuid(), os.getgid()):
             self.vault.set_attrs(path, uid=ctx.uid, gid=ctx.gid)
 
@@ -320,21 +326,27 @@ class VaultOperations(pyfuse3.Operations):
         fh, _ = self.files.open(self.vault.record_id(path))
         return pyfuse3.FileInfo(fh=fh, keep_cache=True)
 
+    async def _ensure_loaded(self, state: OpenFile) -> bytearray:
+        """Load a file's content: inline when small, in a worker thread when large."""
+        if state.data is None:
+            meta = self.vault.by_record_id(state.record_id)
+            if meta is not None and meta.size <= INLINE_LIMIT:
+                self._load(state)
+            else:
+                await self._in_thread(self._load, state)
+        return state.data
+
     @fuse_errors
     async def read(self, fh, off, size):
-        state = self.files.get(fh)
-        if state.data is None:
-            await self._in_thread(self._load, state)
-        return bytes(state.data[off : off + size])
+        data = await self._ensure_loaded(self.files.get(fh))
+        return bytes(data[off : off + size])
 
     @fuse_errors
     async def write(self, fh, off, buf):
         state = self.files.get(fh)
         if off + len(buf) > MAX_MEMORY_SIZE:
             raise pyfuse3.FUSEError(errno.EFBIG)
-        if state.data is None:
-            await self._in_thread(self._load, state)
-        data = state.data
+        data = await self._ensure_loaded(state)
         if off > len(data):
             data.extend(bytes(off - len(data)))
         data[off : off + len(buf)] = buf
@@ -350,8 +362,12 @@ class VaultOperations(pyfuse3.Operations):
     @fuse_errors
     async def fsync(self, fh, datasync):
         state = self.files.get(fh)
-        if state.dirty:
-            await self._in_thread(self._commit, state)
+
+        def commit_and_sync() -> None:
+            self._commit(state)
+            self.vault.sync()
+
+        await self._in_thread(commit_and_sync)
 
     @fuse_errors
     async def release(self, fh):

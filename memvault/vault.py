@@ -908,6 +908,12 @@ class Vault:
                 except MemvaultError as exc:
                     log.warning("compaction after shreds failed: %s", exc)
 
+    def sync(self) -> None:
+        """Make every change so far durable on disk (fsync)."""
+        with self._lock:
+            if not self._store.readonly:
+                self._store.sync()
+
     def compact(self) -> None:
         """Rewrite the vault file without free pages: shredded bytes are gone after this."""
         with self._lock:
@@ -931,6 +937,7 @@ class Vault:
                 raise CompactionPending(self.path, "the disk is full") from None
         elif self._dirty:
             self._store.settle()
+        self._store.sync()
 
     def close(self) -> None:
         """Finish pending shreds (compaction), then wipe every key from memory."""
