@@ -22,6 +22,8 @@ log = logging.getLogger("memvault.fs")
 
 FS_NAME = "memvault"
 STATUS_INTERVAL_S = 2.0
+READER_TASKS = 8
+MAX_TASKS = 64
 
 
 # -- serving ------------------------------------------------------------------------
@@ -79,7 +81,9 @@ async def _main(vault: Vault, record: MountRecord) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_handle_signals, vault)
         nursery.start_soon(_publish_status, vault, record)
-        await pyfuse3.main()
+        # Idle reader tasks kept waiting on /dev/fuse: with fewer than two,
+        # pyfuse3 starts (and ends) a task for every request.
+        await pyfuse3.main(min_tasks=READER_TASKS, max_tasks=MAX_TASKS)
         nursery.cancel_scope.cancel()
 
 

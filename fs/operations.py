@@ -207,8 +207,7 @@ class VaultOperations(pyfuse3.Operations):
         out.f_blocks = disk.f_blocks
         out.f_bfree = disk.f_bfree
         out.f_bavail = disk.f_bavail
-        count = len(self.vault.walk())
-        out.f_files = count + disk.f_ffree
+        out.f_files = self.vault.record_count + disk.f_ffree
         out.f_ffree = disk.f_ffree
         out.f_favail = disk.f_favail
         out.f_namemax = paths.MAX_NAME_BYTES

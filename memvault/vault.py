@@ -478,6 +478,11 @@ class Vault:
         with self._lock:
             return sum(1 for e in self._by_path.values() if e.meta.type == FILE)
 
+    @property
+    def record_count(self) -> int:
+        """Files, directories and symlinks (O(1), unlike len(), which counts files)."""
+        return len(self._by_id)
+
     def exists(self, path: str) -> bool:
         with self._lock:
             return paths.normalize(path, allow_root=True) in self._by_path or path.strip("/") == ""
