@@ -66,7 +66,7 @@ def _run_daemon(vault_path, mountpoint, passphrase, allow_other, report_fd) -> N
         )
         harden_process()
         try:
-            vault = Vault.open(vault_path, passphrase)
+            vault = Vault.open(vault_path, passphrase, journal=True)
         except MemvaultError as exc:
             reporter.send(str(exc).encode())
             return

@@ -196,7 +196,7 @@ def cmd_unlock(args: argparse.Namespace) -> int:
 
     if args.foreground:
         logging.basicConfig(level=logging.INFO, format="memvault: %(message)s")
-        vault = Vault.open(path, passphrase)
+        vault = Vault.open(path, passphrase, journal=True)
         harden_process()
         print(f"Unlocked {path} at {mountpoint}; Ctrl-C (or `memvault lock`) locks it.",
               file=sys.stderr)  # fmt: skip

@@ -39,8 +39,10 @@ from .errors import (
     NotAVault,
     VaultCorrupted,
     VaultInUse,
+    VaultTampered,
     VaultUnreadable,
 )
+from .journal import DELETE, PUT, Journal, JournalError, Op, journal_path
 
 T = TypeVar("T")
 
@@ -75,6 +77,11 @@ class Store:
         self.path = path
         self.readonly = readonly
         self._lock_fd: int | None = None
+        self._journal: Journal | None = None
+        self._journal_writes = False
+        self._seq = 0
+        self._pending: list[list[Op]] = []
+        self._overlay: dict[tuple[int, bytes], bytes | None] = {}
         if not readonly or shared_lock:
             try:
                 self._lock_fd = _acquire_lock(path, exclusive=not readonly)
@@ -116,6 +123,7 @@ class Store:
             self.dbs = {
                 name: self.env.open_db(name.encode(), create=not self.readonly) for name in DB_NAMES
             }
+            self._db_index = {self.dbs[name]: i for i, name in enumerate(DB_NAMES)}
         except lmdb.NotFoundError as exc:
             self.env.close()
             raise NotAVault(self.path) from exc
@@ -124,6 +132,11 @@ class Store:
             raise _translate(exc, self.path) from exc
 
     def close(self) -> None:
+        if self._journal is not None:
+            self._journal.close()
+            if not self.readonly and not self._pending:
+                self._journal.path.unlink(missing_ok=True)  # empty: nothing left to replay
+            self._journal = None
         env = getattr(self, "env", None)
         if env is not None:
             env.close()
@@ -139,19 +152,44 @@ class Store:
 
     @contextmanager
     def read(self) -> Iterator[lmdb.Transaction]:
+        """A read transaction; it also sees journaled changes not yet in LMDB."""
         try:
             with self.env.begin(write=False, buffers=True) as txn:
-                yield txn
+                yield _OverlayTxn(txn, self) if self._overlay else txn
         except lmdb.Error as exc:
             raise _translate(exc, self.path) from exc
 
     def write(self, fn: Callable[[lmdb.Transaction], T]) -> T:
-        """Run ``fn`` in a write transaction and commit it durably.
+        """Run ``fn`` in a write transaction and commit it.
 
-        ``fn`` must only touch the transaction: if the map is full it is run
-        again after the map has grown, and if the commit fails nothing of it
-        took effect.
+        With the journal on, the changes ``fn`` makes are appended to the
+        journal (one write(), no fsync) and seen by readers at once; flush()
+        moves them into LMDB. Without it, they are committed to LMDB directly.
+        ``fn`` must only touch the transaction: it may run again after the
+        map has grown, and if the commit fails nothing of it took effect.
         """
+        if self._journal is not None and self._journal_writes:
+            return self._write_journal(fn)
+        return self._write_lmdb(fn)
+
+    def _write_journal(self, fn: Callable[[lmdb.Transaction], T]) -> T:
+        with self.env.begin(write=False, buffers=True) as lmdb_txn:
+            txn = _PendingTxn(lmdb_txn, self)
+            result = fn(txn)
+        seq = self._seq + 1
+        try:
+            self._journal.append(seq, txn.ops)
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise DiskFull(self.path) from exc
+            raise
+        self._seq = seq
+        self._pending.append(txn.ops)
+        for op in txn.ops:
+            self._overlay[(op.db, op.key)] = op.value if op.kind == PUT else None
+        return result
+
+    def _write_lmdb(self, fn: Callable[[lmdb.Transaction], T]) -> T:
         while True:
             try:
                 with self.env.begin(write=True) as txn:
@@ -161,7 +199,86 @@ class Store:
             except lmdb.Error as exc:
                 raise _translate(exc, self.path) from exc
 
+    # -- the journal ---------------------------------------------------------
+
+    def attach_journal(self, key: bytearray, *, enable: bool) -> None:
+        """Replay what a killed writer left in the journal; journal new writes if ``enable``.
+
+        ``key`` (derived from the master key) authenticates journal entries.
+        """
+        path = journal_path(self.path)
+        if not path.exists() and (self.readonly or not enable):
+            return
+        journal = Journal(path, key, readonly=self.readonly)
+        try:
+            entries = list(journal.entries())
+        except JournalError as exc:
+            journal.close()
+            raise VaultTampered(self.path, "its journal holds a forged entry") from exc
+        applied = self._applied_seq()
+        expected = applied + 1
+        leftover = []
+        for seq, ops in entries:
+            if seq <= applied:
+                continue
+            if seq != expected:
+                journal.close()
+                raise VaultTampered(self.path, "its journal is missing entries")
+            leftover.append(ops)
+            expected += 1
+        self._journal, self._seq = journal, expected - 1
+        if self.readonly:
+            self._pending = leftover
+            for ops in leftover:
+                for op in ops:
+                    self._overlay[(op.db, op.key)] = op.value if op.kind == PUT else None
+            return
+        self._pending = leftover
+        self.flush()
+        if not enable:
+            journal.close()
+            path.unlink(missing_ok=True)
+            self._journal = None
+        self._journal_writes = enable
+
+    def _applied_seq(self) -> int:
+        with self.env.begin(buffers=True) as txn:
+            raw = txn.get(_JOURNAL_SEQ_KEY, db=self.dbs["state"])
+        return int.from_bytes(bytes(raw), "big") if raw is not None else 0
+
+    def flush(self) -> None:
+        """Move journaled changes into LMDB (one commit, one fsync), then empty the journal."""
+        if self._journal is None or self.readonly or not self._pending:
+            return
+        names = DB_NAMES
+        pending, seq = self._pending, self._seq
+
+        def apply(txn: lmdb.Transaction) -> None:
+            for ops in pending:
+                for op in ops:
+                    db = self.dbs[names[op.db]]
+                    if op.kind == PUT:
+                        txn.put(op.key, op.value, db=db)
+                    else:
+                        txn.delete(op.key, db=db)
+            txn.put(_JOURNAL_SEQ_KEY, seq.to_bytes(8, "big"), db=self.dbs["state"])
+
+        self._write_lmdb(apply)
+        self._sync_env()  # durable in LMDB before the journal lets go of it
+        self._journal.reset()
+        self._pending = []
+        self._overlay.clear()
+
+    @property
+    def journal_bytes(self) -> int:
+        return self._journal.size if self._journal is not None else 0
+
     def sync(self) -> None:
+        """Make every change so far durable: flush the journal, fsync LMDB."""
+        self.flush()
+        self._sync_env()
+
+    def _sync_env(self) -> None:
         """Make every commit so far durable.
 
         The environment runs with metasync=False: each commit fsyncs its data
@@ -184,15 +301,28 @@ class Store:
         one. After this no-op commit that older one holds the same data, so
         such damage yields the right answer rather than a stale one.
         """
-        self.write(lambda txn: txn.put(b"settled", b"", db=self.dbs["state"]))
+        self.flush()
+        self._write_lmdb(lambda txn: txn.put(b"settled", b"", db=self.dbs["state"]))
 
     def _grow(self) -> None:
         self._map_size *= 2
         self.env.set_mapsize(self._map_size)
 
     def items(self, txn: lmdb.Transaction, db: str) -> Iterator[tuple[bytes, memoryview]]:
+        """Every key and value of a database in key order, journaled changes included."""
+        if isinstance(txn, _OverlayTxn):
+            txn = txn.lmdb_txn
+        index = DB_NAMES.index(db)
+        changed = {key: value for (i, key), value in self._overlay.items() if i == index}
         with txn.cursor(self.dbs[db]) as cur:
-            yield from cur.iternext(keys=True, values=True)
+            if not changed:
+                yield from cur.iternext(keys=True, values=True)
+                return
+            merged = {bytes(k): v for k, v in cur.iternext(keys=True, values=True)}
+        merged.update(changed)
+        for key in sorted(merged):
+            if merged[key] is not None:
+                yield key, merged[key]
 
     # -- compaction --------------------------------------------------------
 
@@ -202,8 +332,10 @@ class Store:
     def rebuild(self, *, leave_out: frozenset[tuple[str, bytes]] = frozenset()) -> None:
         """Rewrite the file with live data only (fsync, then atomic rename).
 
-        ``leave_out`` names (database, key) pairs not to copy.
+        ``leave_out`` names (database, key) pairs not to copy. The journal is
+        flushed first, so it holds no shredded bytes afterwards either.
         """
+        self.flush()
         tmp = self._compacting_path()
         for stale in (tmp, lock_path(tmp)):
             stale.unlink(missing_ok=True)
@@ -252,6 +384,51 @@ class Store:
         os.replace(tmp, self.path)
         _fsync_dir(self.path.parent)
         self._open_env(create=False)
+
+
+class _PendingTxn:
+    """The write-transaction API, recording operations for the journal."""
+
+    def __init__(self, lmdb_txn: lmdb.Transaction, store: Store) -> None:
+        self._reads = _OverlayTxn(lmdb_txn, store)
+        self._index = store._db_index
+        self._local: dict[tuple[int, bytes], bytes | None] = {}
+        self.ops: list[Op] = []
+
+    def put(self, key: bytes, value: bytes, db) -> None:
+        index = self._index[db]
+        self.ops.append(Op(index, PUT, bytes(key), bytes(value)))
+        self._local[(index, bytes(key))] = bytes(value)
+
+    def delete(self, key: bytes, db) -> None:
+        index = self._index[db]
+        self.ops.append(Op(index, DELETE, bytes(key)))
+        self._local[(index, bytes(key))] = None
+
+    def get(self, key: bytes, db=None):
+        local_key = (self._index[db], bytes(key))
+        if local_key in self._local:
+            return self._local[local_key]
+        return self._reads.get(key, db=db)
+
+
+class _OverlayTxn:
+    """A read transaction that sees journaled changes before LMDB's content."""
+
+    def __init__(self, lmdb_txn: lmdb.Transaction, store: Store) -> None:
+        self.lmdb_txn = lmdb_txn
+        self._overlay = store._overlay
+        self._index = store._db_index
+
+    def get(self, key: bytes, db=None):
+        found = self._overlay.get((self._index[db], bytes(key)), _MISSING)
+        if found is not _MISSING:
+            return found
+        return self.lmdb_txn.get(key, db=db)
+
+
+_MISSING = object()
+_JOURNAL_SEQ_KEY = b"journal-seq"
 
 
 # -- helpers ---------------------------------------------------------------

@@ -72,6 +72,9 @@ MAX_MEMORY_SIZE = 256 << 20
 """Largest memory the vault stores (the filesystem answers EFBIG above it)."""
 
 DEFAULT_COMPACT_DELAY = 5.0
+FLUSH_DELAY = 0.5
+"""Seconds a journaled change may wait before it is moved into LMDB (one fsync per batch)."""
+FLUSH_BYTES = 32 << 20
 """Seconds of quiet after a shred before the vault compacts itself."""
 
 _HEADER_KEY = b"header"
@@ -173,10 +176,9 @@ class Vault:
         self.header = header
         self.slots = slots
         self._master = master_key
+        self._subkeys: list[bytearray] = []
         self._binding = Binding(header.version, header.vault_id)
-        self._state_key = bytearray(
-            hashlib.blake2b(person=b"memvault.state", key=master_key, digest_size=32).digest()
-        )
+        self._state_key = self._derive(b"memvault.state")
         self._lock = threading.RLock()
         self._by_path: dict[str, Entry] = {}
         self._by_id: dict[bytes, Entry] = {}
@@ -190,7 +192,15 @@ class Vault:
         self._snapshot_stored = False
         self._compact_delay = compact_delay
         self._compact_timer: threading.Timer | None = None
+        self._flush_timer: threading.Timer | None = None
         self._closed = False
+
+    def _derive(self, purpose: bytes) -> bytearray:
+        """A subkey of the master key for one purpose (keyed BLAKE2b)."""
+        digest = hashlib.blake2b(person=purpose[:16], key=self._master, digest_size=32).digest()
+        key = bytearray(digest)
+        self._subkeys.append(key)
+        return key
 
     # -- creating and opening ------------------------------------------------
 
@@ -244,7 +254,14 @@ class Vault:
         readonly: bool = False,
         map_size: int | None = None,
         compact_delay: float | None = DEFAULT_COMPACT_DELAY,
+        journal: bool = False,
     ) -> Vault:
+        """Unlock a vault.
+
+        ``journal=True`` (the mount daemon) makes each change cost one write()
+        to the journal instead of an fsync; see journal.py. Whatever a killed
+        writer left in the journal is replayed either way.
+        """
         path = Path(path).expanduser()
         if not path.exists():
             raise VaultNotFound(path)
@@ -259,6 +276,7 @@ class Vault:
             kdf_seconds = time.perf_counter() - kdf_started
             vault = cls(store, header, slots, master, compact_delay=compact_delay)
             vault.kdf_seconds = kdf_seconds
+            store.attach_journal(vault._derive(b"memvault.journal"), enable=journal)
             # Loading allocates tens of thousands of long-lived objects; the
             # cyclic GC would rescan them all repeatedly for nothing.
             gc.disable()
@@ -891,8 +909,31 @@ class Vault:
         if shreds:
             self.pending_shreds += len(shreds)
             self._schedule_compaction()
+        self._schedule_flush()
 
     # -- compaction and closing ------------------------------------------------------
+
+    def _schedule_flush(self) -> None:
+        """Journaled changes reach LMDB within FLUSH_DELAY, or at once past FLUSH_BYTES."""
+        pending = self._store.journal_bytes
+        if not pending:
+            return
+        if pending > FLUSH_BYTES:
+            self._store.flush()
+        elif self._flush_timer is None:
+            timer = threading.Timer(FLUSH_DELAY, self._flush_quietly)
+            timer.daemon = True
+            self._flush_timer = timer
+            timer.start()
+
+    def _flush_quietly(self) -> None:
+        with self._lock:
+            self._flush_timer = None
+            if not self._closed:
+                try:
+                    self._store.flush()
+                except MemvaultError as exc:
+                    log.warning("moving the journal into the vault failed: %s", exc)
 
     def _schedule_compaction(self) -> None:
         if self._compact_delay is None:
@@ -949,8 +990,9 @@ class Vault:
         with self._lock:
             if self._closed:
                 return
-            if self._compact_timer is not None:
-                self._compact_timer.cancel()
+            for timer in (self._compact_timer, self._flush_timer):
+                if timer is not None:
+                    timer.cancel()
             try:
                 if not self._store.readonly:
                     self._finish_writes()
@@ -960,7 +1002,8 @@ class Vault:
                 for entry in self._by_id.values():
                     wipe(entry.data_key)
                 wipe(self._master)
-                wipe(self._state_key)
+                for key in self._subkeys:
+                    wipe(key)
                 self._by_path.clear()
                 self._by_id.clear()
                 self._children.clear()
