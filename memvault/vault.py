@@ -774,6 +774,13 @@ class Vault:
                     stack.append(child.meta.path)
         return found
 
+    def entry_at(self, norm: str) -> tuple[bytes, Meta]:
+        """(record id, metadata) at an already normalised path: the filesystem's fast path."""
+        entry = self._by_path.get(norm)
+        if entry is None:
+            raise MemoryNotFound(norm)
+        return entry.record_id, entry.meta
+
     def record_id(self, path: str) -> bytes:
         """The stable identity of the entry at ``path`` (kept across renames)."""
         with self._lock:
