@@ -27,6 +27,7 @@ import pyfuse3
 import trio
 
 from .. import paths
+from ..errors import MemoryNotFound
 from ..records import FILE, Meta
 from ..vault import MAX_MEMORY_SIZE, Vault
 from .errors import fuse_errors
@@ -160,7 +161,16 @@ class VaultOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def lookup(self, parent_inode, name, ctx=None):
-        return self._attrs_of_path(self._child(parent_inode, name))
+        path = self._child(parent_inode, name)
+        try:
+            return self._attrs_of_path(path)
+        except MemoryNotFound:
+            # A negative entry the kernel may cache: every create passes through
+            # the kernel, which drops it then.
+            missing = pyfuse3.EntryAttributes()
+            missing.st_ino = 0
+            missing.entry_timeout = CACHE_TIMEOUT
+            return missing
 
     @fuse_errors
     async def getattr(self, inode, ctx=None):
