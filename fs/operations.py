@@ -346,7 +346,12 @@ class VaultOperations(pyfuse3.Operations):
         meta = self.vault.stat(path)
         if meta.type != FILE:
             raise pyfuse3.FUSEError(errno.EISDIR if meta.is_dir else errno.ELOOP)
-        fh, _ = self.files.open(self.vault.record_id(path))
+        fh, state = self.files.open(self.vault.record_id(path))
+        if flags & os.O_TRUNC:  # libfuse asks for atomic O_TRUNC: truncating is ours
+            state.data = bytearray()
+            state.dirty = True
+            self._commit(state)
+            return pyfuse3.FileInfo(fh=fh, keep_cache=False)
         return pyfuse3.FileInfo(fh=fh, keep_cache=True)
 
     async def _ensure_loaded(self, state: OpenFile) -> bytearray:

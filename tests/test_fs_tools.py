@@ -154,3 +154,22 @@ def test_git_inside_the_mount(mnt):
     assert log[:2] == ["second commit", "first commit"]
     run("git", "fsck", "--strict", cwd=repo, env=env)
     assert run("git", "status", "--porcelain", cwd=repo, env=env).stdout == b""
+
+
+def test_truncating_open_chown_and_fsync_of_a_directory(mnt):
+    note = mnt.root / "t.md"
+    note.write_text("a long first version\n")
+    run("sh", "-c", f"echo short > '{note}'")  # O_TRUNC
+    assert note.read_text() == "short\n"
+    os.chown(note, 1234, 5678)
+    st = note.stat()
+    assert (st.st_uid, st.st_gid) == (1234, 5678)
+    fd = os.open(mnt.root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    with open(note, "r+b") as f:
+        f.write(b"S")
+        os.fsync(f.fileno())
+    assert note.read_bytes() == b"Short\n"
