@@ -149,7 +149,7 @@ class VaultOperations(pyfuse3.Operations):
         """Before a record is shredded or replaced, let its open handles keep reading."""
         try:
             record_id = self.vault.record_id(path)
-        except Exception:
+        except MemoryNotFound:
             return
         state = self.files.of_record(record_id)
         if state is not None:

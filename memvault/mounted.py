@@ -19,9 +19,9 @@ from .errors import (
     MemoryNotFound,
     MemvaultError,
     NotADirectory,
-    TooLarge,
 )
 from .records import DIRECTORY, FILE, SYMLINK, Meta
+from .vault import MAX_MEMORY_SIZE
 
 _ERRORS = {
     errno.ENOENT: MemoryNotFound,
@@ -37,7 +37,7 @@ def _translate(exc: OSError, path: str) -> MemvaultError:
     if exc.errno == errno.ENOSPC:
         return DiskFull(path)
     if exc.errno == errno.EFBIG:
-        return TooLarge(path, "too many", "the limit of")
+        return MemvaultError(f"{path} is larger than a memory may be ({MAX_MEMORY_SIZE} bytes)")
     if exc.errno == errno.EINVAL:
         return BadPath(path, "refused by the filesystem")
     return MemvaultError(f"{path}: {os.strerror(exc.errno or errno.EIO)}")
