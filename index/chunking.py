@@ -1,0 +1,91 @@
+"""Markdown chunking: one chunk per heading section, split further at a size cap.
+
+Each chunk keeps its heading path ("Title > Section") and its line range in
+the file, so a search result can point at the exact place.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+MAX_CHUNK_CHARS = 1500
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    heading: str  # "Title > Section > Subsection", "" before the first heading
+    start_line: int  # 1-based, inclusive
+    end_line: int
+    text: str
+
+    def for_embedding(self) -> str:
+        """What the model reads: the heading path gives a section its context."""
+        return f"{self.heading}\n{self.text}" if self.heading else self.text
+
+
+def chunk_markdown(text: str, max_chars: int = MAX_CHUNK_CHARS) -> list[Chunk]:
+    lines = text.splitlines()
+    sections: list[tuple[str, int, list[str]]] = []  # heading path, first line, lines
+    stack: list[tuple[int, str]] = []
+    current: list[str] = []
+    start = 1
+    heading = ""
+    in_fence = False
+    for number, line in enumerate(lines, start=1):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        match = None if in_fence else _HEADING.match(line)
+        if match:
+            if current:
+                sections.append((heading, start, current))
+            level, title = len(match.group(1)), match.group(2)
+            stack = [(lvl, t) for lvl, t in stack if lvl < level] + [(level, title)]
+            heading = " > ".join(t for _, t in stack)
+            current, start = [line], number
+        else:
+            current.append(line)
+    if current:
+        sections.append((heading, start, current))
+
+    chunks = []
+    for heading, first, body in sections:
+        chunks += _split(heading, first, body, max_chars)
+    return [c for c in chunks if c.text.strip()]
+
+
+def _split(heading: str, first: int, body: list[str], max_chars: int) -> list[Chunk]:
+    """Cut a long section at line boundaries, preferring blank lines."""
+    out: list[Chunk] = []
+    piece: list[str] = []
+    piece_start = first
+    size = 0
+    for line in body:
+        if piece and size + len(line) + 1 > max_chars:
+            cut = _last_blank(piece)
+            keep, carry = (piece[:cut], piece[cut:]) if cut else (piece, [])
+            out.append(_chunk(heading, piece_start, keep))
+            piece_start += len(keep)
+            piece, size = carry, sum(len(x) + 1 for x in carry)
+        piece.append(line)
+        size += len(line) + 1
+    if piece:
+        out.append(_chunk(heading, piece_start, piece))
+    return out
+
+
+def _last_blank(piece: list[str]) -> int:
+    """Index after the last blank line in the second half of ``piece`` (0: none)."""
+    for i in range(len(piece) - 1, len(piece) // 2, -1):
+        if not piece[i].strip():
+            return i + 1
+    return 0
+
+
+def _chunk(heading: str, start: int, lines: list[str]) -> Chunk:
+    text = "\n".join(lines)
+    if len(text) > MAX_CHUNK_CHARS * 4:  # one enormous line: keep the index bounded
+        text = text[: MAX_CHUNK_CHARS * 4]
+    return Chunk(heading, start, start + max(len(lines), 1) - 1, text)
