@@ -14,10 +14,73 @@ _WORD = re.compile(r"[0-9a-zA-Z_]+")
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
+# Words that match almost every note and would turn any question into noise.
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "can",
+        "do",
+        "does",
+        "for",
+        "from",
+        "has",
+        "have",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "so",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "will",
+        "with",
+        "you",
+        "your",
+    ]
+)
+
+
 def tokenize(text: str) -> list[str]:
     tokens = []
     for word in _WORD.findall(text):
         lower = word.lower()
+        if lower in STOPWORDS:
+            continue
         tokens.append(lower)
         parts = [p.lower() for piece in word.split("_") for p in _CAMEL.findall(piece)]
         if len(parts) > 1:

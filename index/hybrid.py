@@ -1,0 +1,126 @@
+"""Hybrid search over chunks: BM25 and embeddings, fused by reciprocal rank.
+
+A chunk enters the lexical index as soon as its memory is written (a memory
+closed before a search is always found by its words); its vector follows
+when the embedder gets to it (``pending`` lists what is not embedded yet).
+Only candidates with some real evidence are fused: a BM25 match, or a cosine
+above MIN_COSINE. A query with nothing relevant therefore returns nothing,
+not the least bad noise.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .chunking import Chunk, chunk_markdown
+from .lexical import BM25
+from .vectors import HNSW_THRESHOLD, VectorIndex
+
+MIN_COSINE = 0.25
+RRF_K = 60
+CANDIDATES = 50
+
+
+@dataclass(frozen=True)
+class Hit:
+    record_id: bytes
+    chunk: Chunk
+    score: float
+    lexical_rank: int | None
+    semantic_rank: int | None
+    cosine: float | None
+
+
+class HybridIndex:
+    def __init__(
+        self,
+        embed: Callable[[list[str]], np.ndarray],
+        dim: int,
+        *,
+        hnsw_threshold: int = HNSW_THRESHOLD,
+    ) -> None:
+        self._embed = embed
+        self.lexical = BM25()
+        self.vectors = VectorIndex(dim, hnsw_threshold=hnsw_threshold)
+        self._chunks: dict[int, tuple[bytes, Chunk]] = {}
+        self._by_record: dict[bytes, list[int]] = {}
+        self.pending: dict[int, str] = {}  # chunk id -> text still to embed
+        self._ids = itertools.count(1)
+
+    def __len__(self) -> int:
+        return len(self._chunks)
+
+    def put(self, record_id: bytes, text: str) -> list[int]:
+        """(Re)index a memory's text: lexical at once, semantic via ``embed_pending``."""
+        self.remove(record_id)
+        ids = []
+        for chunk in chunk_markdown(text):
+            chunk_id = next(self._ids)
+            self._chunks[chunk_id] = (record_id, chunk)
+            self.lexical.add(chunk_id, chunk.for_embedding())
+            self.pending[chunk_id] = chunk.for_embedding()
+            ids.append(chunk_id)
+        self._by_record[record_id] = ids
+        return ids
+
+    def remove(self, record_id: bytes) -> None:
+        ids = self._by_record.pop(record_id, [])
+        for chunk_id in ids:
+            del self._chunks[chunk_id]
+            self.lexical.remove(chunk_id)
+            self.pending.pop(chunk_id, None)
+        self.vectors.remove(ids)
+
+    def embed_pending(self, batch: int = 32) -> int:
+        """Embed up to ``batch`` waiting chunks; return how many were done."""
+        todo = list(itertools.islice(self.pending.items(), batch))
+        if not todo:
+            return 0
+        vectors = self._embed([text for _, text in todo])
+        ids = [chunk_id for chunk_id, _ in todo]
+        self.vectors.add(ids, vectors)
+        for chunk_id in ids:
+            del self.pending[chunk_id]
+        return len(ids)
+
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        *,
+        allowed: Callable[[bytes], bool] | None = None,
+    ) -> list[Hit]:
+        """The best chunks for ``query``; ``allowed`` filters by record (a path prefix)."""
+        lexical = self.lexical.search(query, CANDIDATES * 4)
+        semantic = []
+        if len(self.vectors):
+            qv = self._embed([query])[0]
+            semantic = [h for h in self.vectors.search(qv, CANDIDATES * 4) if h[1] >= MIN_COSINE]
+
+        def keep(hits):
+            out = []
+            for chunk_id, score in hits:
+                entry = self._chunks.get(chunk_id)
+                if entry is not None and (allowed is None or allowed(entry[0])):
+                    out.append((chunk_id, score))
+            return out[:CANDIDATES]
+
+        lexical, semantic = keep(lexical), keep(semantic)
+        fused: dict[int, float] = {}
+        lex_rank = {cid: r for r, (cid, _) in enumerate(lexical, start=1)}
+        sem = {cid: (r, cos) for r, (cid, cos) in enumerate(semantic, start=1)}
+        for cid, r in lex_rank.items():
+            fused[cid] = fused.get(cid, 0.0) + 1.0 / (RRF_K + r)
+        for cid, (r, _) in sem.items():
+            fused[cid] = fused.get(cid, 0.0) + 1.0 / (RRF_K + r)
+        best = sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:k]
+        hits = []
+        for cid, score in best:
+            record_id, chunk = self._chunks[cid]
+            r, cos = sem.get(cid, (None, None))
+            hits.append(Hit(record_id, chunk, score, lex_rank.get(cid), r, cos))
+        return hits

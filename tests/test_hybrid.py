@@ -1,0 +1,55 @@
+"""Hybrid search with the real embedding model: paraphrases, exact tokens, nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from memvault.index.embedder import DIMENSIONS, Embedder
+from memvault.index.hybrid import HybridIndex
+
+NOTES = {
+    b"deploy": "# Deploy\nDeploys go through `make release`; never push tags by hand.",
+    b"db": "# Database\nWe use postgres 16. Migrations run with `alembic upgrade head`.",
+    b"ws": "# Websocket\nThe client fails with ERR_CONN_RESET when the proxy times out.",
+    b"food": "# Lunch\nThe team likes the ramen place near the office on Fridays.",
+    b"code": "# Utils\n`compute_checksum(data)` returns the sha256 hex digest of a file.",
+}
+
+
+@pytest.fixture(scope="module")
+def index():
+    embedder = Embedder()
+    idx = HybridIndex(embedder.embed, DIMENSIONS)
+    for record_id, text in NOTES.items():
+        idx.put(record_id, text)
+    while idx.embed_pending():
+        pass
+    return idx
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("how do we ship a new version to production", b"deploy"),  # paraphrase
+        ("which database and schema upgrade tool", b"db"),
+        ("where does the team eat", b"food"),
+        ("ERR_CONN_RESET", b"ws"),  # rare exact token
+        ("compute_checksum", b"code"),
+    ],
+)
+def test_finds_by_meaning_and_by_exact_token(index, query, expected):
+    hits = index.search(query, k=3)
+    assert hits and hits[0].record_id == expected, [(h.record_id, h.score) for h in hits]
+
+
+def test_nothing_relevant_returns_nothing(index):
+    assert index.search("quantum chromodynamics lattice gluon propagator") == []
+
+
+def test_words_are_found_before_embedding_and_removed_records_vanish(index):
+    index.put(b"new", "# Fresh\nThe zebrafish experiment starts Monday.")
+    assert b"new" in [h.record_id for h in index.search("zebrafish")]
+    index.remove(b"new")
+    assert index.search("zebrafish") == []
+    only_db = index.search("postgres migrations", allowed=lambda rid: rid == b"db")
+    assert {h.record_id for h in only_db} == {b"db"}
