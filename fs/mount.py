@@ -7,6 +7,7 @@ import logging
 import os
 import resource
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -14,6 +15,8 @@ import pyfuse3
 import trio
 
 from ..errors import MemvaultError
+from ..index.embedder import DIMENSIONS, Embedder
+from ..search import SearchService
 from ..vault import Vault
 from .operations import VaultOperations
 from .runtime import MountRecord
@@ -58,13 +61,16 @@ def serve(
     Always unmounts and closes the vault (pending shreds compacted, keys
     wiped) before returning.
     """
-    ops = VaultOperations(vault)
+    search = SearchService(vault, Embedder, DIMENSIONS)
+    ops = VaultOperations(vault, search=search, mountpoint=str(mountpoint))
     record = MountRecord(str(vault.path), str(mountpoint), os.getpid(), time.time())
     pyfuse3.init(ops, str(mountpoint), mount_options(allow_other))
     unmounted = False
     try:
         record.memories = len(vault)
         record.save()
+        search.start()
+        threading.Thread(target=search.index_all, name="indexer", daemon=True).start()
         if on_ready is not None:
             on_ready()
         trio.run(_main, vault, record)
@@ -73,6 +79,7 @@ def serve(
     finally:
         if not unmounted:
             pyfuse3.close(unmount=True)
+        search.stop()
         record.remove()
         vault.close()
 

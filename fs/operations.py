@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import errno
 import functools
+import itertools
 import os
 import stat
 import time
@@ -29,10 +30,13 @@ import trio
 from .. import paths
 from ..errors import MemoryNotFound
 from ..records import FILE, Meta
+from ..search import SearchService
 from ..vault import MAX_MEMORY_SIZE, Vault
+from . import searchtree
 from .errors import fuse_errors
 from .handles import OpenFile, OpenFiles
 from .inodes import ROOT, InodeTable
+from .searchtree import ResultCache
 
 T = TypeVar("T")
 
@@ -40,6 +44,10 @@ CACHE_TIMEOUT = 60.0
 """Seconds the kernel may cache names and attributes: every change goes through it."""
 
 BLOCK_SIZE = 4096
+SEARCH_NAME = b"search"
+SEARCH_INODE = 1 << 62
+RESULT_FH_BASE = 1 << 62  # handles of open search results; file handles stay far below
+"""search/ and its result files live above every inode the table can issue."""
 INLINE_LIMIT = 64 << 10
 """Files up to this size are decrypted on the trio thread: a thread hop costs more."""
 XATTR_NAMESPACE = "user."
@@ -50,9 +58,16 @@ class VaultOperations(pyfuse3.Operations):
     enable_writeback_cache = False
     enable_acl = False
 
-    def __init__(self, vault: Vault) -> None:
+    def __init__(
+        self, vault: Vault, *, search: SearchService | None = None, mountpoint: str = ""
+    ) -> None:
         super().__init__()
         self.vault = vault
+        self.search = search
+        self.mountpoint = mountpoint
+        self.results = ResultCache(SEARCH_INODE + 1)
+        self._result_handles: dict[int, bytes] = {}
+        self._result_fhs = itertools.count(RESULT_FH_BASE)
         self.inodes = InodeTable()
         self.files = OpenFiles()
         self._dirs: dict[int, list[tuple[bytes, int, pyfuse3.EntryAttributes]]] = {}
@@ -78,6 +93,8 @@ class VaultOperations(pyfuse3.Operations):
 
     def _path(self, inode: int) -> str:
         """The current path of an inode ('' for the root)."""
+        if inode >= SEARCH_INODE:
+            raise pyfuse3.FUSEError(errno.EROFS)  # search/ is read-only
         try:
             record_id = self.inodes.record(inode)
         except KeyError:
@@ -90,6 +107,8 @@ class VaultOperations(pyfuse3.Operations):
         return meta.path
 
     def _child(self, parent_inode: int, name: bytes) -> str:
+        if parent_inode == ROOT and name == SEARCH_NAME and self.search is not None:
+            raise pyfuse3.FUSEError(errno.EROFS)
         parent = self._path(parent_inode)
         return paths.join(parent, paths.check_name(os.fsdecode(name)))
 
@@ -161,6 +180,11 @@ class VaultOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def lookup(self, parent_inode, name, ctx=None):
+        if self.search is not None:
+            if parent_inode == ROOT and name == SEARCH_NAME:
+                return self._search_dir_attrs()
+            if parent_inode == SEARCH_INODE:
+                return await self._run_query(os.fsdecode(name))
         path = self._child(parent_inode, name)
         try:
             return self._attrs_of_path(path)
@@ -174,7 +198,46 @@ class VaultOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def getattr(self, inode, ctx=None):
+        if inode == SEARCH_INODE:
+            return self._search_dir_attrs()
+        if inode > SEARCH_INODE:
+            name = self.results.name_of(inode)
+            if name is None:
+                raise pyfuse3.FUSEError(errno.ENOENT)
+            return await self._run_query(name)
         return self._attrs_of_path(self._path(inode))
+
+    # -- search/ ---------------------------------------------------------------
+
+    def _search_dir_attrs(self) -> pyfuse3.EntryAttributes:
+        root = self.vault.root_meta()
+        attrs = self._attrs(root, None)
+        attrs.st_ino = SEARCH_INODE
+        attrs.st_mode = stat.S_IFDIR | 0o500
+        attrs.st_mtime_ns = attrs.st_ctime_ns = time.time_ns()
+        attrs.attr_timeout = attrs.entry_timeout = 0
+        return attrs
+
+    def _result_attrs(self, inode: int, size: int) -> pyfuse3.EntryAttributes:
+        attrs = self._search_dir_attrs()
+        attrs.st_ino = inode
+        attrs.st_mode = stat.S_IFREG | 0o400
+        attrs.st_nlink = 1
+        attrs.st_size = size
+        attrs.st_blocks = (size + 511) // 512
+        return attrs
+
+    async def _run_query(self, name: str) -> pyfuse3.EntryAttributes:
+        """Run (or reuse, for a few seconds) the query a file name spells."""
+        cached = self.results.get(name)
+        if cached is None or not cached.fresh:
+            try:
+                query = searchtree.parse(name)
+            except searchtree.QueryError:
+                raise pyfuse3.FUSEError(errno.ENOENT) from None
+            results = await self._in_thread(self.search.search, query.text, query.k, query.prefix)
+            cached = self.results.store(name, searchtree.render(query, results, self.mountpoint))
+        return self._result_attrs(cached.inode, len(cached.data))
 
     @fuse_errors
     async def setattr(self, inode, attr, fields, fh, ctx):
@@ -241,12 +304,21 @@ class VaultOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def opendir(self, inode, ctx):
+        fh = next(self._dir_ids)
+        if inode == SEARCH_INODE:
+            self._dirs[fh] = [
+                (os.fsencode(name), None, self._result_attrs(entry.inode, len(entry.data)))
+                for name in self.results.names()
+                if (entry := self.results.get(name)) is not None
+            ]
+            return fh
         path = self._path(inode)
         entries = []
+        if path == paths.ROOT and self.search is not None:
+            entries.append((SEARCH_NAME, None, self._search_dir_attrs()))
         for name, meta in self.vault.list(path):
             record_id = self.vault.record_id(paths.join(path, name))
             entries.append((os.fsencode(name), record_id, self._attrs(meta, record_id)))
-        fh = next(self._dir_ids)
         self._dirs[fh] = entries  # a snapshot: offsets survive concurrent changes
         return fh
 
@@ -342,6 +414,16 @@ class VaultOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def open(self, inode, flags, ctx):
+        if inode > SEARCH_INODE:
+            if flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC):
+                raise pyfuse3.FUSEError(errno.EROFS)
+            name = self.results.name_of(inode)
+            cached = self.results.get(name) if name is not None else None
+            if cached is None:
+                raise pyfuse3.FUSEError(errno.ENOENT)
+            fh = next(self._result_fhs)
+            self._result_handles[fh] = cached.data
+            return pyfuse3.FileInfo(fh=fh, direct_io=True)
         path = self._path(inode)
         meta = self.vault.stat(path)
         if meta.type != FILE:
@@ -366,11 +448,15 @@ class VaultOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def read(self, fh, off, size):
+        if fh >= RESULT_FH_BASE:
+            return self._result_handles[fh][off : off + size]
         data = await self._ensure_loaded(self.files.get(fh))
         return bytes(data[off : off + size])
 
     @fuse_errors
     async def write(self, fh, off, buf):
+        if fh >= RESULT_FH_BASE:
+            raise pyfuse3.FUSEError(errno.EROFS)
         state = self.files.get(fh)
         if off + len(buf) > MAX_MEMORY_SIZE:
             raise pyfuse3.FUSEError(errno.EFBIG)
@@ -383,10 +469,14 @@ class VaultOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def flush(self, fh):
+        if fh >= RESULT_FH_BASE:
+            return
         await self._commit_soon(self.files.get(fh))
 
     @fuse_errors
     async def fsync(self, fh, datasync):
+        if fh >= RESULT_FH_BASE:
+            return
         state = self.files.get(fh)
 
         def commit_and_sync() -> None:
@@ -397,6 +487,9 @@ class VaultOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def release(self, fh):
+        if fh >= RESULT_FH_BASE:
+            self._result_handles.pop(fh, None)
+            return
         state = self.files.get(fh)
         try:
             await self._commit_soon(state)
@@ -421,6 +514,8 @@ class VaultOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def getxattr(self, inode, name, ctx):
+        if inode >= SEARCH_INODE:
+            raise pyfuse3.FUSEError(pyfuse3.ENOATTR)
         key = self._xattr_name(name)
         value = self.vault.stat(self._path(inode)).xattrs.get(key)
         if value is None:
@@ -429,6 +524,8 @@ class VaultOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def listxattr(self, inode, ctx):
+        if inode >= SEARCH_INODE:
+            return []
         return [os.fsencode(k) for k in self.vault.stat(self._path(inode)).xattrs]
 
     @fuse_errors

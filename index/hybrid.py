@@ -20,7 +20,7 @@ from .chunking import Chunk, chunk_markdown
 from .lexical import BM25
 from .vectors import HNSW_THRESHOLD, VectorIndex
 
-MIN_COSINE = 0.25
+MIN_COSINE = 0.2
 RRF_K = 60
 CANDIDATES = 50
 
@@ -75,17 +75,25 @@ class HybridIndex:
             self.pending.pop(chunk_id, None)
         self.vectors.remove(ids)
 
+    def embed_texts(self, texts: list[str]) -> np.ndarray:
+        return self._embed(texts)
+
+    def add_vectors(self, batch: dict[int, str], vectors: np.ndarray) -> None:
+        """Store vectors computed for ``batch``, skipping chunks changed meanwhile."""
+        ids, rows = [], []
+        for row, (chunk_id, text) in enumerate(batch.items()):
+            if self.pending.get(chunk_id) == text:
+                ids.append(chunk_id)
+                rows.append(row)
+                del self.pending[chunk_id]
+        self.vectors.add(ids, vectors[rows])
+
     def embed_pending(self, batch: int = 32) -> int:
-        """Embed up to ``batch`` waiting chunks; return how many were done."""
-        todo = list(itertools.islice(self.pending.items(), batch))
-        if not todo:
-            return 0
-        vectors = self._embed([text for _, text in todo])
-        ids = [chunk_id for chunk_id, _ in todo]
-        self.vectors.add(ids, vectors)
-        for chunk_id in ids:
-            del self.pending[chunk_id]
-        return len(ids)
+        """Embed up to ``batch`` waiting chunks now; return how many were done."""
+        todo = dict(itertools.islice(self.pending.items(), batch))
+        if todo:
+            self.add_vectors(todo, self._embed(list(todo.values())))
+        return len(todo)
 
     def search(
         self,
@@ -93,12 +101,13 @@ class HybridIndex:
         k: int = 10,
         *,
         allowed: Callable[[bytes], bool] | None = None,
+        query_vector: np.ndarray | None = None,
     ) -> list[Hit]:
         """The best chunks for ``query``; ``allowed`` filters by record (a path prefix)."""
         lexical = self.lexical.search(query, CANDIDATES * 4)
         semantic = []
         if len(self.vectors):
-            qv = self._embed([query])[0]
+            qv = self._embed([query])[0] if query_vector is None else query_vector
             semantic = [h for h in self.vectors.search(qv, CANDIDATES * 4) if h[1] >= MIN_COSINE]
 
         def keep(hits):

@@ -193,6 +193,7 @@ class Vault:
         self._compact_delay = compact_delay
         self._compact_timer: threading.Timer | None = None
         self._flush_timer: threading.Timer | None = None
+        self._listeners: list[Callable[[str, bytes, str, bytes | None], None]] = []
         self._closed = False
 
     def _derive(self, purpose: bytes) -> bytearray:
@@ -490,6 +491,21 @@ class Vault:
         if entry.meta.is_dir and not self._children.get(path):
             self._children.pop(path, None)
 
+    # -- change notifications (the search index keeps up through them) ----------
+
+    def add_listener(self, listener: Callable[[str, bytes, str, bytes | None], None]) -> None:
+        """Call ``listener(kind, record_id, path, data)`` after each change.
+
+        kind is "put" (a file's new content) or "delete" (a record shredded).
+        Listeners run after the vault's lock is released, in the writer's thread.
+        """
+        self._listeners.append(listener)
+
+    def _notify(self, events: list[tuple[str, bytes, str, bytes | None]]) -> None:
+        for event in events:
+            for listener in self._listeners:
+                listener(*event)
+
     # -- queries ----------------------------------------------------------------
 
     def __len__(self) -> int:
@@ -601,6 +617,7 @@ class Vault:
             new_dirs: dict[str, _Write] = {}
             writes: list[_Write] = []
             metas = []
+            events = []
             for norm, data in batch.items():
                 writes += self._parent_dirs(norm, now, new_dirs)
                 existing = self._by_path.get(norm)
@@ -626,8 +643,10 @@ class Vault:
                 write.sealed_body = self._seal_body(write.entry, data)
                 writes.append(write)
                 metas.append(meta)
+                events.append(("put", write.entry.record_id, norm, data))
             self._commit(writes)
-            return metas
+        self._notify(events)
+        return metas
 
     def mkdir(self, path: str, *, mode: int | None = None, parents: bool = False) -> Meta:
         with self._lock:
@@ -745,6 +764,7 @@ class Vault:
                 meta = e.meta.evolve(path=new_path, ctime_ns=now)
                 writes.append(_Write(Entry(e.record_id, meta, e.data_key), e.meta.gen, None))
             self._commit(writes, shreds)
+        self._notify([("delete", e.record_id, e.meta.path, None) for e in shreds])
 
     def exchange(self, a: str, b: str) -> None:
         """Swap two entries atomically (rename with RENAME_EXCHANGE)."""
@@ -803,7 +823,8 @@ class Vault:
                 raise DirectoryNotEmpty(norm)
             doomed = [entry, *below]
             self._commit([], doomed)
-            return len(doomed)
+        self._notify([("delete", e.record_id, e.meta.path, None) for e in doomed])
+        return len(doomed)
 
     def _check_writable(self) -> None:
         if self._closed:

@@ -1,0 +1,180 @@
+"""Search over an unlocked vault: keeps the hybrid index in step with the vault.
+
+Every memory written is indexed by its words at once (read-your-writes);
+its embedding is computed by a background thread, off the request path.
+Results name records, not paths: a renamed memory is found under its new
+path, a shredded one never again.
+
+Not yet persisted: the index is rebuilt in memory when the vault is
+unlocked (the encrypted on-disk index is the next step of issue 4).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from . import paths
+from .index.hybrid import Hit, HybridIndex
+from .records import FILE
+from .vault import Vault
+
+log = logging.getLogger("memvault.search")
+
+EMBED_BATCH = 16
+INDEXED_SUFFIXES = (".md", ".markdown", ".txt")
+MAX_INDEXED_BYTES = 4 << 20
+
+
+@dataclass(frozen=True)
+class Result:
+    rank: int
+    score: float
+    path: str
+    heading: str
+    start_line: int
+    end_line: int
+    snippet: str
+    cosine: float | None
+
+
+def indexable(path: str, size: int) -> bool:
+    return path.lower().endswith(INDEXED_SUFFIXES) and size <= MAX_INDEXED_BYTES
+
+
+class SearchService:
+    """The search index of one unlocked vault.
+
+    ``make_embedder`` is called once, lazily, by the background thread (or
+    the first query): loading the model costs a second of CPU that a vault
+    nobody searches should not pay at unlock.
+    """
+
+    def __init__(self, vault: Vault, make_embedder: Callable, dim: int) -> None:
+        self.vault = vault
+        self._make_embedder = make_embedder
+        self._embedder = None
+        self._embedder_lock = threading.Lock()
+        self.index = HybridIndex(self._embed, dim)
+        self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        vault.add_listener(self._on_change)
+
+    def _embed(self, texts: list[str]):
+        with self._embedder_lock:
+            if self._embedder is None:
+                self._embedder = self._make_embedder()
+        return self._embedder.embed(texts)
+
+    # -- keeping up with the vault ----------------------------------------------
+
+    def index_all(self) -> None:
+        """Index every memory's words now (embeddings follow in the background)."""
+        for meta in self.vault.walk():
+            if meta.type == FILE and indexable(meta.path, meta.size):
+                try:
+                    text = self.vault.get(meta.path).decode("utf-8", errors="replace")
+                    record_id = self.vault.record_id(meta.path)
+                except Exception as exc:  # a damaged memory is reported when read
+                    log.warning("not indexed: %s", type(exc).__name__)
+                    continue
+                with self._lock:
+                    self.index.put(record_id, text)
+        with self._work:
+            self._work.notify()
+
+    def _on_change(self, kind: str, record_id: bytes, path: str, data: bytes | None) -> None:
+        with self._work:
+            if kind == "put" and data is not None and indexable(path, len(data)):
+                self.index.put(record_id, data.decode("utf-8", errors="replace"))
+                self._work.notify()
+            elif kind in ("put", "delete"):
+                self.index.remove(record_id)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._embed_loop, name="embedder", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._work:
+            self._stopping = True
+            self._work.notify()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    def _embed_loop(self) -> None:
+        while True:
+            with self._work:
+                while not self.index.pending and not self._stopping:
+                    self._work.wait()
+                if self._stopping:
+                    return
+                batch = dict(list(self.index.pending.items())[:EMBED_BATCH])
+            try:
+                vectors = self.index.embed_texts(list(batch.values()))
+            except Exception as exc:
+                log.error("embedding failed: %s", type(exc).__name__)
+                return
+            with self._lock:
+                self.index.add_vectors(batch, vectors)
+
+    def wait_idle(self, timeout: float = 60.0) -> bool:
+        """Block until every indexed chunk has its vector (tests, benchmarks)."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self.index.pending:
+                    return True
+            time.sleep(0.01)
+        return False
+
+    # -- queries -------------------------------------------------------------------
+
+    def search(self, query: str, k: int = 10, prefix: str = "") -> list[Result]:
+        prefix = paths.normalize(prefix, allow_root=True) if prefix else ""
+
+        def allowed(record_id: bytes) -> bool:
+            meta = self.vault.by_record_id(record_id)
+            return meta is not None and paths.is_within(meta.path, prefix)
+
+        vector = self.index.embed_texts([query])[0]  # outside the lock: ~10 ms
+        with self._lock:
+            hits: list[Hit] = self.index.search(query, k, allowed=allowed, query_vector=vector)
+        results = []
+        for rank, hit in enumerate(hits, start=1):
+            meta = self.vault.by_record_id(hit.record_id)
+            if meta is None:
+                continue
+            results.append(
+                Result(
+                    rank,
+                    round(hit.score, 6),
+                    meta.path,
+                    hit.chunk.heading,
+                    hit.chunk.start_line,
+                    hit.chunk.end_line,
+                    snippet(hit.chunk.text, query),
+                    hit.cosine,
+                )  # fmt: skip
+            )
+        return results
+
+
+def snippet(text: str, query: str, width: int = 240) -> str:
+    """The part of a chunk around the first query word it contains, on one line."""
+    flat = " ".join(text.split())
+    lower = flat.lower()
+    at = -1
+    for word in sorted(query.lower().split(), key=len, reverse=True):
+        at = lower.find(word)
+        if at >= 0:
+            break
+    start = max(0, at - width // 3) if at >= 0 else 0
+    piece = flat[start : start + width]
+    return ("…" if start else "") + piece + ("…" if start + width < len(flat) else "")
