@@ -313,9 +313,9 @@ class VaultOperations(pyfuse3.Operations):
             ]
             return fh
         path = self._path(inode)
+        # search/ is reachable by name but not listed: find, grep -r, tar and
+        # rsync of the whole mount see memories, not query results.
         entries = []
-        if path == paths.ROOT and self.search is not None:
-            entries.append((SEARCH_NAME, None, self._search_dir_attrs()))
         for name, meta in self.vault.list(path):
             record_id = self.vault.record_id(paths.join(path, name))
             entries.append((os.fsencode(name), record_id, self._attrs(meta, record_id)))

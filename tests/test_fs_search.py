@@ -99,7 +99,8 @@ def test_read_your_writes_renames_and_shreds(mnt):
 def test_search_tree_is_read_only_and_lists_recent_queries(mnt):
     query(mnt.root, "deploy")
     assert "deploy" in os.listdir(mnt.root / "search")
-    assert "search" in os.listdir(mnt.root)
+    assert "search" not in os.listdir(mnt.root)  # reachable, not listed
+    assert (mnt.root / "search").is_dir()
     for attempt in (
         lambda: (mnt.root / "search" / "new-file").write_text("x"),
         lambda: (mnt.root / "search" / "dir").mkdir(),
