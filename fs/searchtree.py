@@ -62,7 +62,7 @@ def render(query: Query, results: list[Result], mountpoint: str) -> bytes:
             "query": query.text,
             "k": query.k,
             "in": query.prefix,
-            "results": [{**asdict(r), "absolute_path": f"{mountpoint}/{r.path}"} for r in results],
+            "results": [{**asdict(r), "location": _location(mountpoint, r.path)} for r in results],
         }
         return (json.dumps(doc, ensure_ascii=False, indent=2) + "\n").encode()
     scope = f" in {query.prefix}/" if query.prefix else ""
@@ -72,12 +72,17 @@ def render(query: Query, results: list[Result], mountpoint: str) -> bytes:
     for r in results:
         heading = f" — {r.heading}" if r.heading else ""
         lines.append(
-            f"{r.rank}. **{mountpoint}/{r.path}**{heading} "
+            f"{r.rank}. **{_location(mountpoint, r.path)}**{heading} "
             f"(lines {r.start_line}–{r.end_line}, score {r.score:.4f})"
         )
         lines.append(f"   > {r.snippet}")
         lines.append("")
     return "\n".join(lines).encode()
+
+
+def _location(mountpoint: str, path: str) -> str:
+    """The absolute path under the mount, or the vault path without one."""
+    return f"{mountpoint}/{path}" if mountpoint else path
 
 
 @dataclass

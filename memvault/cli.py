@@ -165,6 +165,36 @@ def cmd_compact(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_search(args: argparse.Namespace) -> int:
+    from urllib.parse import quote, urlencode
+
+    from .fs import searchtree
+
+    text = " ".join(args.query).strip()
+    if not text:
+        raise PassphraseError("The query is empty.")
+    options = {"k": args.k} | ({"in": args.prefix} if args.prefix else {})
+    name = quote(text, safe=" ") + "?" + urlencode(options) + (".json" if args.json else "")
+    query = searchtree.parse(name)
+    record = MountRecord.load(vault_path(args))
+    if record is not None and record.alive:  # the daemon's index answers at once
+        sys.stdout.buffer.write((Path(record.mountpoint) / "search" / name).read_bytes())
+        return 0
+    from .index.embedder import DIMENSIONS, Embedder
+    from .search import SearchService
+
+    with open_vault(args, readonly=True) as vault:
+        service = SearchService(vault, Embedder, DIMENSIONS)
+        print(f"memvault: indexing {len(vault)} memories (the vault is not unlocked)...",
+              file=sys.stderr)  # fmt: skip
+        service.index_all()
+        while service.index.embed_pending(64):
+            pass
+        results = service.search(query.text, query.k, query.prefix)
+    sys.stdout.buffer.write(searchtree.render(query, results, ""))
+    return 0
+
+
 def mountpoint_of(args: argparse.Namespace) -> Path:
     return Path(args.mountpoint or DEFAULT_MOUNTPOINT).expanduser().absolute()
 
@@ -317,6 +347,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("old", metavar="OLD")
     p.add_argument("new", metavar="NEW")
     add("compact", cmd_compact, "rewrite the vault file so no shredded byte remains")
+    p = add("search", cmd_search, "search the memories (hybrid: words and meaning)")
+    p.add_argument("query", metavar="QUERY", nargs="+", help="what to look for")
+    p.add_argument("-k", type=int, default=10, metavar="N", help="how many results (1-50)")
+    p.add_argument("--in", dest="prefix", metavar="DIR", help="only memories under DIR")
+    p.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
     p = add("unlock", cmd_unlock, "ask the passphrase and mount the vault as a directory")
     p.add_argument(
         "mountpoint",

@@ -187,3 +187,17 @@ def test_init_prompts_twice_without_echo(vault_path):
     code, screen = _run_in_terminal(["init", *KDF_ARGS], [secret, b"different"], env)
     assert code == 1 and "do not match" in screen
     assert not other.exists()
+
+
+def test_search_without_a_mount(vault_path):
+    init(vault_path)
+    note = b"# Deploy\nDeploys go through make release.\n"
+    assert run_cli("put", "projects/deploy.md", vault=vault_path, input=note).returncode == 0
+    assert (
+        run_cli("put", "other.md", vault=vault_path, input=b"# Cats\nThey sleep.\n").returncode == 0
+    )
+    out = run_cli("search", "how", "do", "we", "ship", "a", "release", vault=vault_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.decode().splitlines()[2].startswith("1. **projects/deploy.md**")
+    none = run_cli("search", "quantum", "gluon", "lattice", vault=vault_path)
+    assert b"No memory matches" in none.stdout

@@ -112,3 +112,11 @@ def test_search_tree_is_read_only_and_lists_recent_queries(mnt):
             attempt()
         # Every name in search/ exists (it is a query), so mkdir says EEXIST.
         assert caught.value.errno in (errno.EROFS, errno.EACCES, errno.EEXIST), caught.value
+
+
+def test_cli_search_goes_through_the_daemon(mnt):
+    done = mnt.cli("search", "--json", "-k", "2", "ERR_CONN_RESET")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["results"][0]["location"] == f"{mnt.root}/projects/web/websocket.md"
+    assert b"indexing" not in done.stderr  # answered by the daemon's index
