@@ -73,7 +73,7 @@ def serve(
         threading.Thread(target=search.index_all, name="indexer", daemon=True).start()
         if on_ready is not None:
             on_ready()
-        trio.run(_main, vault, record)
+        trio.run(_main, vault, record, search)
         pyfuse3.close(unmount=True)
         unmounted = True
     finally:
@@ -84,9 +84,9 @@ def serve(
         vault.close()
 
 
-async def _main(vault: Vault, record: MountRecord) -> None:
+async def _main(vault: Vault, record: MountRecord, search: SearchService) -> None:
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_handle_signals, vault)
+        nursery.start_soon(_handle_signals, vault, search)
         nursery.start_soon(_publish_status, vault, record)
         # Idle reader tasks kept waiting on /dev/fuse: with fewer than two,
         # pyfuse3 starts (and ends) a task for every request.
@@ -94,17 +94,29 @@ async def _main(vault: Vault, record: MountRecord) -> None:
         nursery.cancel_scope.cancel()
 
 
-async def _handle_signals(vault: Vault) -> None:
-    """SIGTERM, SIGINT, SIGHUP: a clean lock. SIGUSR1: compact now (`memvault compact`)."""
+async def _handle_signals(vault: Vault, search: SearchService) -> None:
+    """SIGTERM, SIGINT, SIGHUP: a clean lock. SIGUSR1: compact now (`memvault
+    compact`). SIGUSR2: re-embed with the installed model (`memvault reindex`)."""
     stops = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-    with trio.open_signal_receiver(*stops, signal.SIGUSR1) as signals:
+    with trio.open_signal_receiver(*stops, signal.SIGUSR1, signal.SIGUSR2) as signals:
         async for signum in signals:
             if signum == signal.SIGUSR1:
                 await trio.to_thread.run_sync(_compact_logged, vault)
                 continue
+            if signum == signal.SIGUSR2:
+                await trio.to_thread.run_sync(_reindex_logged, search)
+                continue
             log.info("received %s: locking", signal.Signals(signum).name)
             pyfuse3.terminate()
             return
+
+
+def _reindex_logged(search: SearchService) -> None:
+    try:
+        search.reindex()
+        log.info("re-indexed with the installed embedding model")
+    except Exception as exc:
+        log.warning("re-indexing failed: %s", type(exc).__name__)
 
 
 def _compact_logged(vault: Vault) -> None:

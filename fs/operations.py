@@ -28,7 +28,7 @@ import pyfuse3
 import trio
 
 from .. import paths
-from ..errors import MemoryNotFound
+from ..errors import MemoryNotFound, MemvaultError
 from ..records import FILE, Meta
 from ..search import SearchService
 from ..vault import MAX_MEMORY_SIZE, Vault
@@ -235,8 +235,14 @@ class VaultOperations(pyfuse3.Operations):
                 query = searchtree.parse(name)
             except searchtree.QueryError:
                 raise pyfuse3.FUSEError(errno.ENOENT) from None
-            results = await self._in_thread(self.search.search, query.text, query.k, query.prefix)
-            cached = self.results.store(name, searchtree.render(query, results, self.mountpoint))
+            try:
+                results = await self._in_thread(
+                    self.search.search, query.text, query.k, query.prefix
+                )
+                rendered = searchtree.render(query, results, self.mountpoint)
+            except MemvaultError as exc:  # e.g. another embedding model: say so in the file
+                rendered = searchtree.render_error(query, str(exc))
+            cached = self.results.store(name, rendered)
         return self._result_attrs(cached.inode, len(cached.data))
 
     @fuse_errors

@@ -80,6 +80,12 @@ def render(query: Query, results: list[Result], mountpoint: str) -> bytes:
     return "\n".join(lines).encode()
 
 
+def render_error(query: Query, message: str) -> bytes:
+    if query.as_json:
+        return (json.dumps({"query": query.text, "error": message}, indent=2) + "\n").encode()
+    return f"# Search: {query.text}\n\nSearch is unavailable: {message}\n".encode()
+
+
 def _location(mountpoint: str, path: str) -> str:
     """The absolute path under the mount, or the vault path without one."""
     return f"{mountpoint}/{path}" if mountpoint else path

@@ -185,6 +185,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     with open_vault(args, readonly=True) as vault:
         service = SearchService(vault, Embedder, DIMENSIONS)
+        service.ensure_model()
         print(f"memvault: indexing {len(vault)} memories (the vault is not unlocked)...",
               file=sys.stderr)  # fmt: skip
         service.index_all()
@@ -192,6 +193,24 @@ def cmd_search(args: argparse.Namespace) -> int:
             pass
         results = service.search(query.text, query.k, query.prefix)
     sys.stdout.buffer.write(searchtree.render(query, results, ""))
+    return 0
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    record = MountRecord.load(vault_path(args))
+    if record is not None and record.alive:
+        import signal
+
+        os.kill(record.pid, signal.SIGUSR2)
+        print(f"The daemon (pid {record.pid}) is re-indexing with the installed model.")
+        return 0
+    from .index.embedder import DIMENSIONS, Embedder
+    from .search import SearchService
+
+    with open_vault(args) as vault:
+        sha = SearchService(vault, Embedder, DIMENSIONS).reindex()
+        count = len(vault)
+    print(f"Re-indexed {count} memories; the vault is pinned to embedding model {sha[:12]}….")
     return 0
 
 
@@ -352,6 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", type=int, default=10, metavar="N", help="how many results (1-50)")
     p.add_argument("--in", dest="prefix", metavar="DIR", help="only memories under DIR")
     p.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
+    add("reindex", cmd_reindex, "rebuild the search index with the installed embedding model")
     p = add("unlock", cmd_unlock, "ask the passphrase and mount the vault as a directory")
     p.add_argument(
         "mountpoint",

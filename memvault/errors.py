@@ -86,6 +86,11 @@ run `memvault compact` once that is fixed."""
     errno = _errno.ENOSPC
 
 
+class ModelMismatch(MemvaultError):
+    """The vault's search index was made with another embedding model (sha256 {0}…, \
+this one is {1}…); run `memvault reindex` to re-embed every memory with this one."""
+
+
 class BadPath(MemvaultError):
     """Invalid memory path {0!r}: {1}."""
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import paths
+from .errors import ModelMismatch
 from .index.hybrid import Hit, HybridIndex
 from .records import FILE
 from .vault import Vault
@@ -55,7 +56,8 @@ class SearchService:
     def __init__(self, vault: Vault, make_embedder: Callable, dim: int) -> None:
         self.vault = vault
         self._make_embedder = make_embedder
-        self._embedder = None
+        self._model = None  # the installed model, once loaded
+        self._embedder = None  # the same, once accepted for this vault
         self._embedder_lock = threading.Lock()
         self.index = HybridIndex(self._embed, dim)
         self._lock = threading.Lock()
@@ -64,11 +66,27 @@ class SearchService:
         self._thread: threading.Thread | None = None
         vault.add_listener(self._on_change)
 
+    def _loaded(self):
+        """The model, loaded once (caller holds the embedder lock)."""
+        if self._model is None:
+            self._model = self._make_embedder()
+        return self._model
+
     def _embed(self, texts: list[str]):
+        return self.ensure_model().embed(texts)
+
+    def ensure_model(self):
+        """The accepted embedder; raises ModelMismatch if the vault is pinned to another."""
         with self._embedder_lock:
             if self._embedder is None:
-                self._embedder = self._make_embedder()
-        return self._embedder.embed(texts)
+                model = self._loaded()
+                pinned = self.vault.pinned_model()
+                if pinned is None and not self.vault.readonly:
+                    self.vault.pin_model(model.model_sha256)  # first use pins the model
+                elif pinned is not None and pinned != model.model_sha256:
+                    raise ModelMismatch(pinned[:12], model.model_sha256[:12])
+                self._embedder = model
+            return self._embedder
 
     # -- keeping up with the vault ----------------------------------------------
 
@@ -95,6 +113,18 @@ class SearchService:
             elif kind in ("put", "delete"):
                 self.index.remove(record_id)
 
+    def reindex(self) -> str:
+        """Re-pin the vault to the installed model and rebuild the index; return its hash."""
+        with self._embedder_lock:
+            embedder = self._loaded()
+            if not self.vault.readonly:
+                self.vault.pin_model(embedder.model_sha256)
+            self._embedder = embedder
+        with self._work:
+            self.index = HybridIndex(self._embed, self.index.vectors.dim)
+        self.index_all()
+        return embedder.model_sha256
+
     def start(self) -> None:
         self._thread = threading.Thread(target=self._embed_loop, name="embedder", daemon=True)
         self._thread.start()
@@ -116,6 +146,10 @@ class SearchService:
                 batch = dict(list(self.index.pending.items())[:EMBED_BATCH])
             try:
                 vectors = self.index.embed_texts(list(batch.values()))
+            except ModelMismatch:
+                with self._work:  # wait for `memvault reindex` (or more work) and retry
+                    self._work.wait()
+                continue
             except Exception as exc:
                 log.error("embedding failed: %s", type(exc).__name__)
                 return

@@ -82,6 +82,7 @@ _HEADER_AUTH_KEY = b"header-auth"
 _STATE_KEY = b"accumulator"
 _SNAPSHOT_KEY = b"snapshot"
 _ROOT_KEY = b"root"
+_MODEL_KEY = b"embedding-model"
 _ROOT_ID = b"root"
 _COMPACTION_OWED_KEY = b"compaction-owed"  # set with every shred, gone after compaction
 _ID_SIZE = 16
@@ -513,6 +514,10 @@ class Vault:
             return sum(1 for e in self._by_path.values() if e.meta.type == FILE)
 
     @property
+    def readonly(self) -> bool:
+        return self._store.readonly
+
+    @property
     def record_count(self) -> int:
         """Files, directories and symlinks (O(1), unlike len(), which counts files)."""
         return len(self._by_id)
@@ -724,6 +729,27 @@ class Vault:
                 [_Write(Entry(entry.record_id, meta, entry.data_key), entry.meta.gen, None)]
             )
             return meta
+
+    # -- the embedding model the vault's vectors belong to ----------------------
+
+    def pinned_model(self) -> str | None:
+        """SHA-256 of the embedding model this vault's vectors are made with."""
+        with self._lock, self._store.read() as txn:
+            sealed = txn.get(_MODEL_KEY, db=self._store.dbs["state"])
+            if sealed is None:
+                return None
+            try:
+                return bytes(self._open_master_with(Kind.INDEX, _MODEL_KEY, sealed)).decode()
+            except DecryptionError:
+                raise VaultTampered(self.path, "its embedding-model pin was changed") from None
+
+    def pin_model(self, sha256: str) -> None:
+        with self._lock:
+            self._check_writable()
+            sealed = seal(self._master, sha256.encode(), self._ad(Kind.INDEX, _MODEL_KEY))
+            dbs = self._store.dbs
+            self._store.write(lambda txn: txn.put(_MODEL_KEY, sealed, db=dbs["state"]))
+            self._dirty = True
 
     def _set_root(self, meta: Meta) -> Meta:
         """The root's attributes live sealed under the master key in the state database."""

@@ -201,3 +201,22 @@ def test_search_without_a_mount(vault_path):
     assert out.stdout.decode().splitlines()[2].startswith("1. **projects/deploy.md**")
     none = run_cli("search", "quantum", "gluon", "lattice", vault=vault_path)
     assert b"No memory matches" in none.stdout
+
+
+def test_search_refuses_another_model_until_reindex(vault_path):
+    from .conftest import reopen
+
+    init(vault_path)
+    assert (
+        run_cli("put", "a.md", vault=vault_path, input=b"# Deploy\nmake release\n").returncode == 0
+    )
+    with reopen(vault_path) as v:
+        v.pin_model("0" * 64)  # as if made with another model
+    line = assert_one_line_error(run_cli("search", "deploy", vault=vault_path))
+    assert "memvault reindex" in line and "000000000000" in line
+    done = run_cli("reindex", vault=vault_path)
+    assert done.returncode == 0 and "pinned to embedding model" in done.stdout.decode()
+    found = run_cli("search", "deploy", vault=vault_path)
+    assert found.returncode == 0 and b"a.md" in found.stdout
+    with reopen(vault_path, readonly=True) as v:
+        assert v.pinned_model() != "0" * 64

@@ -120,3 +120,22 @@ def test_cli_search_goes_through_the_daemon(mnt):
     doc = json.loads(done.stdout)
     assert doc["results"][0]["location"] == f"{mnt.root}/projects/web/websocket.md"
     assert b"indexing" not in done.stderr  # answered by the daemon's index
+
+
+def test_another_model_is_refused_on_the_mount_until_reindex(tmp_path):
+    from memvault.vault import Vault
+
+    from .conftest import PASSPHRASE
+
+    with mounted(tmp_path) as m:
+        (m.root / "a.md").write_text("# Deploy\nDeploys go through make release.\n")
+        m.lock()
+        with Vault.open(m.vault, PASSPHRASE, compact_delay=None) as v:
+            v.pin_model("f" * 64)
+        assert m.unlock().returncode == 0
+        assert "memvault reindex" in query(m.root, "deploy")
+        assert m.cli("reindex").returncode == 0
+        deadline = time.monotonic() + 60
+        while first_path(m.root, f"deploy release {time.monotonic()}") != "a.md":
+            assert time.monotonic() < deadline, "re-indexing never finished"
+            time.sleep(0.3)
