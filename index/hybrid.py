@@ -54,18 +54,42 @@ class HybridIndex:
     def __len__(self) -> int:
         return len(self._chunks)
 
-    def put(self, record_id: bytes, text: str) -> list[int]:
-        """(Re)index a memory's text: lexical at once, semantic via ``embed_pending``."""
+    def put(self, record_id: bytes, text: str, vectors: np.ndarray | None = None) -> list[Chunk]:
+        """(Re)index a memory's text: lexical at once, semantic via ``embed_pending``.
+
+        ``vectors`` (one per chunk, as stored from an earlier session) skip
+        the embedding. Returns the chunks.
+        """
         self.remove(record_id)
+        chunks = chunk_markdown(text)
+        if vectors is not None and len(vectors) != len(chunks):
+            vectors = None
         ids = []
-        for chunk in chunk_markdown(text):
+        for chunk in chunks:
             chunk_id = next(self._ids)
             self._chunks[chunk_id] = (record_id, chunk)
             self.lexical.add(chunk_id, chunk.for_embedding())
-            self.pending[chunk_id] = chunk.for_embedding()
+            if vectors is None:
+                self.pending[chunk_id] = chunk.for_embedding()
             ids.append(chunk_id)
+        if vectors is not None and ids:
+            self.vectors.add(ids, vectors)
         self._by_record[record_id] = ids
-        return ids
+        return chunks
+
+    def record_vectors(self, record_id: bytes) -> tuple[list[Chunk], np.ndarray] | None:
+        """A record's chunks and vectors, once every chunk is embedded."""
+        ids = self._by_record.get(record_id)
+        if ids is None or any(i in self.pending for i in ids):
+            return None
+        matrix = self.vectors.get(ids) if ids else np.zeros((0, self.vectors.dim), np.float32)
+        if matrix is None:
+            return None
+        return [self._chunks[i][1] for i in ids], matrix
+
+    def record_of(self, chunk_id: int) -> bytes | None:
+        entry = self._chunks.get(chunk_id)
+        return entry[0] if entry is not None else None
 
     def remove(self, record_id: bytes) -> None:
         ids = self._by_record.pop(record_id, [])

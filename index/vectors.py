@@ -68,6 +68,13 @@ class VectorIndex:
         if self._hnsw is not None and len(self._ids) < self.hnsw_threshold // 2:
             self._hnsw = None  # small again: exact search is cheaper
 
+    def get(self, ids: list[int]) -> np.ndarray | None:
+        """The stored vectors of ``ids`` (None if any is missing)."""
+        rows = [self._row.get(int(i)) for i in ids]
+        if any(r is None for r in rows):
+            return None
+        return self._matrix[rows]
+
     def search(self, query: np.ndarray, k: int = 10) -> list[tuple[int, float]]:
         """The ``k`` nearest ids with their cosine similarity, best first."""
         n = len(self._ids)

@@ -5,16 +5,22 @@ its embedding is computed by a background thread, off the request path.
 Results name records, not paths: a renamed memory is found under its new
 path, a shredded one never again.
 
-Not yet persisted: the index is rebuilt in memory when the vault is
-unlocked (the encrypted on-disk index is the next step of issue 4).
+Each record's chunk vectors are stored in the vault, sealed under that
+record's own key and bound to its body generation (Vault.put_derived), so
+an unlock embeds only what changed; the lexical index is rebuilt in memory
+from the decrypted bodies.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import numpy as np
 
 from . import paths
 from .errors import ModelMismatch
@@ -60,6 +66,7 @@ class SearchService:
         self._embedder = None  # the same, once accepted for this vault
         self._embedder_lock = threading.Lock()
         self.index = HybridIndex(self._embed, dim)
+        self._body_gen: dict[bytes, int] = {}  # the body each record was indexed from
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)
         self._stopping = False
@@ -91,37 +98,47 @@ class SearchService:
     # -- keeping up with the vault ----------------------------------------------
 
     def index_all(self) -> None:
-        """Index every memory's words now (embeddings follow in the background)."""
+        """Index every memory: words now, vectors from the vault or in the background."""
+        pinned = self.vault.pinned_model()
         for meta in self.vault.walk():
             if meta.type == FILE and indexable(meta.path, meta.size):
                 try:
                     text = self.vault.get(meta.path).decode("utf-8", errors="replace")
                     record_id = self.vault.record_id(meta.path)
+                    stored = self.vault.get_derived(record_id)
                 except Exception as exc:  # a damaged memory is reported when read
                     log.warning("not indexed: %s", type(exc).__name__)
                     continue
+                vectors = decode_vectors(stored, pinned) if stored else None
                 with self._lock:
-                    self.index.put(record_id, text)
+                    self.index.put(record_id, text, vectors)
+                    self._body_gen[record_id] = meta.body_gen
         with self._work:
             self._work.notify()
 
     def _on_change(self, kind: str, record_id: bytes, path: str, data: bytes | None) -> None:
+        meta = self.vault.by_record_id(record_id) if kind == "put" else None
         with self._work:
             if kind == "put" and data is not None and indexable(path, len(data)):
                 self.index.put(record_id, data.decode("utf-8", errors="replace"))
+                if meta is not None:
+                    self._body_gen[record_id] = meta.body_gen
                 self._work.notify()
             elif kind in ("put", "delete"):
                 self.index.remove(record_id)
+                self._body_gen.pop(record_id, None)
 
     def reindex(self) -> str:
         """Re-pin the vault to the installed model and rebuild the index; return its hash."""
         with self._embedder_lock:
             embedder = self._loaded()
             if not self.vault.readonly:
+                self.vault.drop_derived()
                 self.vault.pin_model(embedder.model_sha256)
             self._embedder = embedder
         with self._work:
             self.index = HybridIndex(self._embed, self.index.vectors.dim)
+            self._body_gen.clear()
         self.index_all()
         return embedder.model_sha256
 
@@ -155,6 +172,29 @@ class SearchService:
                 return
             with self._lock:
                 self.index.add_vectors(batch, vectors)
+                done = self._completed(batch)
+            self._store_vectors(done)
+
+    def _completed(self, batch: dict[int, str]) -> list[tuple[bytes, int, bytes]]:
+        """Records of ``batch`` now fully embedded, encoded for storage (lock held)."""
+        out = []
+        for record_id in {self.index.record_of(cid) for cid in batch} - {None}:
+            found = self.index.record_vectors(record_id)
+            gen = self._body_gen.get(record_id)
+            if found is not None and gen is not None and self._embedder is not None:
+                chunks, matrix = found
+                blob = encode_vectors(self._embedder.model_sha256, chunks, matrix)
+                out.append((record_id, gen, blob))
+        return out
+
+    def _store_vectors(self, done: list[tuple[bytes, int, bytes]]) -> None:
+        if self.vault.readonly:
+            return
+        for record_id, gen, blob in done:
+            try:
+                self.vault.put_derived(record_id, gen, blob)
+            except Exception as exc:  # the vault may be closing, or the disk full
+                log.warning("vectors not stored: %s", type(exc).__name__)
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
         """Block until every indexed chunk has its vector (tests, benchmarks)."""
@@ -212,3 +252,27 @@ def snippet(text: str, query: str, width: int = 240) -> str:
     start = max(0, at - width // 3) if at >= 0 else 0
     piece = flat[start : start + width]
     return ("…" if start else "") + piece + ("…" if start + width < len(flat) else "")
+
+
+_HEADER = struct.Struct(">I")
+
+
+def encode_vectors(model_sha256: str, chunks, matrix: np.ndarray) -> bytes:
+    """A record's chunk spans and float32 vectors (sealed by the vault)."""
+    header = json.dumps(
+        {"model": model_sha256, "chunks": [[c.start_line, c.end_line, len(c.text)] for c in chunks]}
+    ).encode()
+    return _HEADER.pack(len(header)) + header + np.ascontiguousarray(matrix, np.float32).tobytes()
+
+
+def decode_vectors(blob: bytes, pinned_model: str | None) -> np.ndarray | None:
+    """The stored vectors if they were made with the pinned model, else None."""
+    try:
+        (length,) = _HEADER.unpack_from(blob)
+        header = json.loads(blob[_HEADER.size : _HEADER.size + length])
+        if header["model"] != pinned_model:
+            return None
+        matrix = np.frombuffer(blob[_HEADER.size + length :], dtype=np.float32)
+        return matrix.reshape(len(header["chunks"]), -1) if header["chunks"] else None
+    except (ValueError, KeyError, struct.error):
+        return None

@@ -46,7 +46,7 @@ from .journal import DELETE, PUT, Journal, JournalError, Op, journal_path
 
 T = TypeVar("T")
 
-DB_NAMES = ("meta", "slots", "state", "keys", "records")
+DB_NAMES = ("meta", "slots", "state", "keys", "records", "derived")
 MIN_MAP_SIZE = 64 << 20
 MAX_DBS = 16
 CHECK_TIMEOUT_S = 120.0

@@ -730,6 +730,66 @@ class Vault:
             )
             return meta
 
+    # -- derived data (a record's chunk vectors), sealed under its data key ----
+
+    def put_derived(self, record_id: bytes, body_gen: int, blob: bytes) -> bool:
+        """Store data derived from a record's current body; False if it changed meanwhile.
+
+        Sealed with the record's own key and bound to its body generation, so
+        it is shredded with the record and never outlives the content it
+        describes.
+        """
+        with self._lock:
+            self._check_writable()
+            entry = self._by_id.get(record_id)
+            if entry is None or entry.meta.body_gen != body_gen:
+                return False
+            ad = self._ad(Kind.VECTOR, record_id, body_gen)
+            sealed = body_gen.to_bytes(8, "big") + seal(entry.data_key, blob, ad)
+            dbs = self._store.dbs
+            self._store.write(lambda txn: txn.put(record_id, sealed, db=dbs["derived"]))
+            self._dirty = True
+            return True
+
+    def get_derived(self, record_id: bytes) -> bytes | None:
+        """The derived data stored for a record's current body, or None."""
+        with self._lock:
+            entry = self._by_id.get(record_id)
+            if entry is None:
+                return None
+            with self._store.read() as txn:
+                stored = txn.get(record_id, db=self._store.dbs["derived"])
+                if stored is None or len(stored) < 8:
+                    return None
+                stored = bytes(stored)
+            body_gen = int.from_bytes(stored[:8], "big")
+            if body_gen != entry.meta.body_gen:
+                return None
+            try:
+                ad = self._ad(Kind.VECTOR, record_id, body_gen)
+                return bytes(open_sealed(entry.data_key, stored[8:], ad))
+            except DecryptionError:
+                log.warning("derived data of a record failed authentication; recomputing")
+                return None
+
+    def drop_derived(self) -> None:
+        """Forget every record's derived data (`memvault reindex`)."""
+        with self._lock:
+            self._check_writable()
+            with self._store.read() as txn:
+                keys = [bytes(k) for k, _ in self._store.items(txn, "derived")]
+            dbs = self._store.dbs
+
+            def txn_fn(txn) -> None:
+                for key in keys:
+                    txn.delete(key, db=dbs["derived"])
+
+            if keys:
+                self._store.write(txn_fn)
+                self._dirty = True
+                self.pending_shreds += 1  # old vectors leave the file at the next compaction
+                self._schedule_compaction()
+
     # -- the embedding model the vault's vectors belong to ----------------------
 
     def pinned_model(self) -> str | None:
@@ -938,7 +998,10 @@ class Vault:
                 txn.put(rid, records.pack(gen, sealed_meta, body), db=dbs["records"])
                 if w.wrapped_key is not None:
                     txn.put(rid, w.wrapped_key, db=dbs["keys"])
+                elif w.sealed_body is not None:  # new content: its derived data is stale
+                    txn.delete(rid, db=dbs["derived"])
             for s in shreds:
+                txn.delete(s.record_id, db=dbs["derived"])
                 txn.delete(s.record_id, db=dbs["records"])
                 txn.delete(s.record_id, db=dbs["keys"])
             txn.put(_STATE_KEY, sealed_state, db=dbs["state"])
