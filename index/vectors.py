@@ -4,8 +4,8 @@ Vectors are L2-normalised, so the inner product is the cosine. Below
 ``hnsw_threshold`` vectors, one matrix-vector product is exact and fast;
 above it an hnswlib graph answers in sub-millisecond time. The switch is
 automatic both ways. Serialisation is in memory only (hnswlib's pickle
-support, never ``save_index(path)``, which would write plaintext to disk);
-the caller encrypts the bytes.
+support, never its save-to-a-path method, which would write plaintext to
+disk); the caller encrypts the bytes.
 """
 
 from __future__ import annotations
