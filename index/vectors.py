@@ -27,7 +27,8 @@ class VectorIndex:
         self.dim = dim
         self.hnsw_threshold = hnsw_threshold
         self._ids = np.zeros(0, np.int64)
-        self._matrix = np.zeros((0, dim), np.float32)
+        self._buffer = np.zeros((0, dim), np.float32)
+        self._matrix = self._buffer  # the first len(self._ids) rows of the buffer
         self._row: dict[int, int] = {}
         self._hnsw: hnswlib.Index | None = None
 
@@ -44,8 +45,14 @@ class VectorIndex:
         self.remove([i for i in ids if i in self._row])
         vectors = np.asarray(vectors, np.float32).reshape(len(ids), self.dim)
         start = len(self._ids)
+        end = start + len(ids)
+        if end > len(self._buffer):  # grow by doubling: one big, fresh allocation
+            grown = np.empty((max(2 * len(self._buffer), end, 1024), self.dim), np.float32)
+            grown[:start] = self._matrix
+            self._buffer = grown
+        self._buffer[start:end] = vectors
+        self._matrix = self._buffer[:end]
         self._ids = np.concatenate([self._ids, np.asarray(ids, np.int64)])
-        self._matrix = np.concatenate([self._matrix, vectors])
         for offset, i in enumerate(ids):
             self._row[int(i)] = start + offset
         if self._hnsw is not None:
@@ -63,7 +70,9 @@ class VectorIndex:
                 self._hnsw.mark_deleted(i)
         keep = np.ones(len(self._ids), bool)
         keep[rows] = False
-        self._ids, self._matrix = self._ids[keep], self._matrix[keep]
+        self._ids = self._ids[keep]
+        self._buffer = np.array(self._matrix[keep], np.float32)  # a fresh compact copy
+        self._matrix = self._buffer
         self._row = {int(i): r for r, i in enumerate(self._ids)}
         if self._hnsw is not None and len(self._ids) < self.hnsw_threshold // 2:
             self._hnsw = None  # small again: exact search is cheaper
@@ -133,7 +142,7 @@ class VectorIndex:
         index = cls(dim, hnsw_threshold=hnsw_threshold)
         stream = io.BytesIO(data)
         index._ids = np.load(stream, allow_pickle=False)
-        index._matrix = np.load(stream, allow_pickle=False)
+        index._matrix = index._buffer = np.load(stream, allow_pickle=False)
         index._row = {int(i): r for r, i in enumerate(index._ids)}
         graph = stream.read()
         if graph:

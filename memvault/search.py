@@ -67,6 +67,7 @@ class SearchService:
         self._embedder_lock = threading.Lock()
         self.index = HybridIndex(self._embed, dim)
         self._body_gen: dict[bytes, int] = {}  # the body each record was indexed from
+        self._in_flight = False  # a batch is being embedded or stored
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)
         self._stopping = False
@@ -161,19 +162,25 @@ class SearchService:
                 if self._stopping:
                     return
                 batch = dict(list(self.index.pending.items())[:EMBED_BATCH])
+                self._in_flight = True
             try:
                 vectors = self.index.embed_texts(list(batch.values()))
             except ModelMismatch:
                 with self._work:  # wait for `memvault reindex` (or more work) and retry
+                    self._in_flight = False
                     self._work.wait()
                 continue
             except Exception as exc:
                 log.error("embedding failed: %s", type(exc).__name__)
+                with self._lock:
+                    self._in_flight = False
                 return
             with self._lock:
                 self.index.add_vectors(batch, vectors)
                 done = self._completed(batch)
             self._store_vectors(done)
+            with self._lock:
+                self._in_flight = False
 
     def _completed(self, batch: dict[int, str]) -> list[tuple[bytes, int, bytes]]:
         """Records of ``batch`` now fully embedded, encoded for storage (lock held)."""
@@ -203,7 +210,7 @@ class SearchService:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self._lock:
-                if not self.index.pending:
+                if not self.index.pending and not self._in_flight:
                     return True
             time.sleep(0.01)
         return False
