@@ -112,6 +112,12 @@ class SearchService:
                     continue
                 vectors = decode_vectors(stored, pinned) if stored else None
                 with self._lock:
+                    # A write may have landed since the body was read: keep the newer.
+                    current = self.vault.by_record_id(record_id)
+                    if current is None or current.body_gen != meta.body_gen:
+                        continue
+                    if self._body_gen.get(record_id) == meta.body_gen:
+                        continue  # already indexed from this very body
                     self.index.put(record_id, text, vectors)
                     self._body_gen[record_id] = meta.body_gen
         with self._work:
