@@ -61,7 +61,8 @@ def serve(
     Always unmounts and closes the vault (pending shreds compacted, keys
     wiped) before returning.
     """
-    search = SearchService(vault, Embedder, DIMENSIONS)
+    # Two non-spinning threads: a query embeds in ~6 ms instead of ~9 ms.
+    search = SearchService(vault, lambda: Embedder(threads=2), DIMENSIONS)
     ops = VaultOperations(vault, search=search, mountpoint=str(mountpoint))
     record = MountRecord(str(vault.path), str(mountpoint), os.getpid(), time.time())
     pyfuse3.init(ops, str(mountpoint), mount_options(allow_other))

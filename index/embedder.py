@@ -31,8 +31,11 @@ class Embedder:
         tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
         self._tokenizer = tokenizer
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads  # one thread is fastest for single queries
+        options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
+        # Idle pool threads must not spin: on 2 cores they would steal the CPU
+        # that the filesystem and Python need between two embeddings.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
         self._session = ort.InferenceSession(
             str(self.model_path), options, providers=["CPUExecutionProvider"]
