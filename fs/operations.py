@@ -1,15 +1,16 @@
 """pyfuse3 Operations: a thin adapter from kernel requests to the Vault.
 
 Metadata requests (lookup, getattr, readdir) are answered from the unlocked
-vault's in-memory index without leaving the trio thread. Anything that
-encrypts, decrypts a large body or commits to disk runs in a worker thread
+vault's in-memory index without leaving the trio thread, and so are small
+changes: with the journal a commit is one write(), cheaper than a thread hop.
+Large bodies, fsync and search queries run in a worker thread
 (`trio.to_thread`), so one file's write never blocks another file's reads for
 long. The Vault itself is thread-safe.
 
-Speed comes from the kernel's caches: positive entry and attribute timeouts,
-full attributes in readdir replies (readdirplus), and keep_cache on open
-(every change to a file passes through the kernel, so its page cache is
-never stale).
+Speed comes from the kernel's caches: positive (and negative) entry and
+attribute timeouts, full attributes in readdir replies (readdirplus), and
+keep_cache on open (every change to a file passes through the kernel, so its
+page cache is never stale). search/ is handled here too (see searchtree.py).
 """
 
 from __future__ import annotations
