@@ -258,16 +258,13 @@ class VaultOperations(pyfuse3.Operations):
                 raise pyfuse3.FUSEError(errno.EISDIR)
 
             def truncate() -> None:
-                if state is not None:
-                    data = self._load(state)
-                    del data[attr.st_size :]
-                    data.extend(bytes(attr.st_size - len(data)))
+                data = self._load(state) if state is not None else bytearray(self.vault.get(path))
+                del data[attr.st_size :]
+                data.extend(bytes(attr.st_size - len(data)))
+                if state is not None:  # open handles see the new size at once
                     state.dirty = True
                     self._commit(state)
                 else:
-                    data = bytearray(self.vault.get(path))
-                    del data[attr.st_size :]
-                    data.extend(bytes(attr.st_size - len(data)))
                     self.vault.put(path, bytes(data))
 
             await self._in_thread(truncate)
@@ -432,10 +429,10 @@ class VaultOperations(pyfuse3.Operations):
             self._result_handles[fh] = cached.data
             return pyfuse3.FileInfo(fh=fh, direct_io=True)
         path = self._path(inode)
-        meta = self.vault.stat(path)
+        record_id, meta = self.vault.entry_at(path)  # one lookup, path already normalised
         if meta.type != FILE:
             raise pyfuse3.FUSEError(errno.EISDIR if meta.is_dir else errno.ELOOP)
-        fh, state = self.files.open(self.vault.record_id(path))
+        fh, state = self.files.open(record_id)
         if flags & os.O_TRUNC:  # libfuse asks for atomic O_TRUNC: truncating is ours
             state.data = bytearray()
             state.dirty = True

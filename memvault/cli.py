@@ -36,11 +36,17 @@ def vault_path(args: argparse.Namespace) -> Path:
     return Path(given).expanduser()
 
 
+def serving_daemon(args: argparse.Namespace) -> MountRecord | None:
+    """The runtime record of the daemon serving this vault, if one is alive."""
+    record = MountRecord.load(vault_path(args))
+    return record if record is not None and record.alive else None
+
+
 def open_vault(args: argparse.Namespace, *, readonly: bool = False) -> Vault | MountedVault:
     """The vault itself, or its mount if a daemon serves it (the only writer)."""
     path = vault_path(args)
-    record = MountRecord.load(path)
-    if record is not None and record.alive:
+    record = serving_daemon(args)
+    if record is not None:
         return MountedVault(Path(record.mountpoint), record.pid)
     from_stdin = getattr(args, "passphrase_stdin", False)
     vault = Vault.open(
@@ -176,8 +182,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     options = {"k": args.k} | ({"in": args.prefix} if args.prefix else {})
     name = quote(text, safe=" ") + "?" + urlencode(options) + (".json" if args.json else "")
     query = searchtree.parse(name)
-    record = MountRecord.load(vault_path(args))
-    if record is not None and record.alive:  # the daemon's index answers at once
+    record = serving_daemon(args)
+    if record is not None:  # the daemon's index answers at once
         sys.stdout.buffer.write((Path(record.mountpoint) / "search" / name).read_bytes())
         return 0
     from .index.embedder import DIMENSIONS, Embedder
@@ -197,8 +203,8 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
-    record = MountRecord.load(vault_path(args))
-    if record is not None and record.alive:
+    record = serving_daemon(args)
+    if record is not None:
         import signal
 
         os.kill(record.pid, signal.SIGUSR2)

@@ -17,6 +17,7 @@ import json
 import logging
 import struct
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -211,8 +212,6 @@ class SearchService:
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
         """Block until every indexed chunk has its vector (tests, benchmarks)."""
-        import time
-
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self._lock:

@@ -524,7 +524,8 @@ class Vault:
 
     def exists(self, path: str) -> bool:
         with self._lock:
-            return paths.normalize(path, allow_root=True) in self._by_path or path.strip("/") == ""
+            norm = paths.normalize(path, allow_root=True)
+            return norm == paths.ROOT or norm in self._by_path
 
     def stat(self, path: str) -> Meta:
         with self._lock:
