@@ -2,16 +2,18 @@
 
 Vectors are L2-normalised, so the inner product is the cosine. Below
 ``hnsw_threshold`` vectors, one matrix-vector product is exact and fast;
-above it an hnswlib graph answers in sub-millisecond time. The switch is
-automatic both ways. Serialisation is in memory only (hnswlib's pickle
-support, never its save-to-a-path method, which would write plaintext to
-disk); the caller encrypts the bytes.
+above it an hnswlib graph answers in sub-millisecond time.
+
+Building a graph of tens of thousands of vectors takes tens of seconds, so
+it is never done inside ``add``: once ``graph_due`` is true the owner takes a
+``graph_snapshot`` (under its lock), builds with ``build_graph`` (no lock
+needed; hnswlib releases the GIL) and hands the result to ``install_graph``
+(under its lock), which replays what changed meanwhile. Exact search answers
+until then. The graph is never written anywhere: it is rebuilt from the
+stored (sealed) vectors at each unlock.
 """
 
 from __future__ import annotations
-
-import io
-import pickle
 
 import hnswlib
 import numpy as np
@@ -20,73 +22,97 @@ HNSW_THRESHOLD = 20_000
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 200
 HNSW_EF_SEARCH = 96
+GRAPH_THREADS = 2
 
 
 class VectorIndex:
     def __init__(self, dim: int, *, hnsw_threshold: int = HNSW_THRESHOLD) -> None:
         self.dim = dim
         self.hnsw_threshold = hnsw_threshold
-        self._ids = np.zeros(0, np.int64)
+        self._count = 0
+        self._id_buffer = np.zeros(0, np.int64)
         self._buffer = np.zeros((0, dim), np.float32)
-        self._matrix = self._buffer  # the first len(self._ids) rows of the buffer
         self._row: dict[int, int] = {}
         self._hnsw: hnswlib.Index | None = None
+        self._changes: list[tuple[str, np.ndarray, np.ndarray | None]] | None = None
+        """Set while a graph is being built: what to replay into it."""
 
     def __len__(self) -> int:
-        return len(self._ids)
+        return self._count
+
+    @property
+    def _ids(self) -> np.ndarray:
+        return self._id_buffer[: self._count]
+
+    @property
+    def _matrix(self) -> np.ndarray:
+        return self._buffer[: self._count]
 
     @property
     def uses_hnsw(self) -> bool:
         return self._hnsw is not None
+
+    @property
+    def graph_due(self) -> bool:
+        """Big enough for HNSW, and no graph built or being built."""
+        return self._hnsw is None and self._changes is None and self._count >= self.hnsw_threshold
 
     def add(self, ids: list[int], vectors: np.ndarray) -> None:
         if not len(ids):
             return
         self.remove([i for i in ids if i in self._row])
         vectors = np.asarray(vectors, np.float32).reshape(len(ids), self.dim)
-        start = len(self._ids)
-        end = start + len(ids)
+        id_array = np.asarray(ids, np.int64)
+        start, end = self._count, self._count + len(ids)
         if end > len(self._buffer):  # grow by doubling: one big, fresh allocation
-            grown = np.empty((max(2 * len(self._buffer), end, 1024), self.dim), np.float32)
+            size = max(2 * len(self._buffer), end, 1024)
+            grown = np.empty((size, self.dim), np.float32)
             grown[:start] = self._matrix
-            self._buffer = grown
+            grown_ids = np.empty(size, np.int64)
+            grown_ids[:start] = self._ids
+            self._buffer, self._id_buffer = grown, grown_ids
         self._buffer[start:end] = vectors
-        self._matrix = self._buffer[:end]
-        self._ids = np.concatenate([self._ids, np.asarray(ids, np.int64)])
+        self._id_buffer[start:end] = id_array
+        self._count = end
         for offset, i in enumerate(ids):
             self._row[int(i)] = start + offset
         if self._hnsw is not None:
-            self._hnsw_add(np.asarray(ids, np.int64), vectors)
-        elif len(self._ids) >= self.hnsw_threshold:
-            self._build_hnsw()
+            _graph_add(self._hnsw, id_array, vectors)
+        if self._changes is not None:
+            self._changes.append(("add", id_array, vectors.copy()))
 
     def remove(self, ids: list[int]) -> None:
+        """Forget ``ids``: each hole is filled with the last row (no full copy)."""
         present = [int(i) for i in ids if int(i) in self._row]
         if not present:
             return
-        rows = [self._row.pop(i) for i in present]
+        for i in present:
+            row = self._row.pop(i)
+            last = self._count - 1
+            if row != last:
+                moved = int(self._id_buffer[last])
+                self._buffer[row] = self._buffer[last]
+                self._id_buffer[row] = moved
+                self._row[moved] = row
+            self._count = last
         if self._hnsw is not None:
             for i in present:
                 self._hnsw.mark_deleted(i)
-        keep = np.ones(len(self._ids), bool)
-        keep[rows] = False
-        self._ids = self._ids[keep]
-        self._buffer = np.array(self._matrix[keep], np.float32)  # a fresh compact copy
-        self._matrix = self._buffer
-        self._row = {int(i): r for r, i in enumerate(self._ids)}
-        if self._hnsw is not None and len(self._ids) < self.hnsw_threshold // 2:
-            self._hnsw = None  # small again: exact search is cheaper
+            if self._count < self.hnsw_threshold // 2:
+                self._hnsw = None  # small again: exact search is cheaper
+        if self._changes is not None:
+            self._changes.append(("remove", np.asarray(present, np.int64), None))
 
     def get(self, ids: list[int]) -> np.ndarray | None:
         """The stored vectors of ``ids`` (None if any is missing)."""
         rows = [self._row.get(int(i)) for i in ids]
         if any(r is None for r in rows):
             return None
-        return self._matrix[rows]
+        return self._buffer[rows]
 
     def search(self, query: np.ndarray, k: int = 10) -> list[tuple[int, float]]:
         """The ``k`` nearest ids with their cosine similarity, best first."""
-        n = len(self._ids)
+        n = self._count
         if not n:
             return []
         k = min(k, n)
@@ -98,7 +124,7 @@ class VectorIndex:
         scores = self._matrix @ query
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]
-        return [(int(self._ids[r]), float(scores[r])) for r in top]
+        return [(int(self._id_buffer[r]), float(scores[r])) for r in top]
 
     def exact_search(self, query: np.ndarray, k: int = 10) -> list[tuple[int, float]]:
         """Exact search whatever the size (to measure HNSW recall)."""
@@ -108,44 +134,49 @@ class VectorIndex:
         finally:
             self._hnsw = hnsw
 
-    def _build_hnsw(self) -> None:
-        index = hnswlib.Index(space="ip", dim=self.dim)
-        index.init_index(
-            max_elements=max(2 * len(self._ids), 1024),
+    # -- building the graph, off the caller's lock --------------------------------
+
+    def graph_snapshot(self) -> tuple[np.ndarray, np.ndarray]:
+        """Copies of the ids and vectors to build from; changes are recorded from now."""
+        self._changes = []
+        return self._ids.copy(), self._matrix.copy()
+
+    @staticmethod
+    def build_graph(ids: np.ndarray, matrix: np.ndarray) -> hnswlib.Index:
+        graph = hnswlib.Index(space="ip", dim=matrix.shape[1])
+        graph.init_index(
+            max_elements=max(2 * len(ids), 1024),
             ef_construction=HNSW_EF_CONSTRUCTION,
             M=HNSW_M,
             allow_replace_deleted=True,
         )
-        index.set_num_threads(1)
-        if len(self._ids):
-            index.add_items(self._matrix, self._ids)
-        self._hnsw = index
+        if len(ids):
+            graph.add_items(matrix, ids, num_threads=GRAPH_THREADS)
+        return graph
 
-    def _hnsw_add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
-        needed = self._hnsw.get_current_count() + len(ids)
-        if needed > self._hnsw.get_max_elements():
-            self._hnsw.resize_index(2 * needed)
-        self._hnsw.add_items(vectors, ids, replace_deleted=True)
+    def install_graph(self, graph: hnswlib.Index, built_from: np.ndarray) -> None:
+        """Replay the changes made since the snapshot, then search with ``graph``."""
+        live = set(built_from.tolist())
+        for kind, ids, vectors in self._changes or []:
+            for i in ids.tolist():
+                if i in live:
+                    graph.mark_deleted(i)
+                    live.discard(i)
+            if kind == "add":
+                _graph_add(graph, ids, vectors)
+                live.update(ids.tolist())
+        self._changes = None
+        if self._count >= self.hnsw_threshold // 2:
+            self._hnsw = graph
 
-    # -- serialisation (in memory; the vault seals the bytes) --------------------
+    def build_hnsw_now(self) -> None:
+        """Build and install the graph in the caller's thread (tests, tools)."""
+        ids, matrix = self.graph_snapshot()
+        self.install_graph(self.build_graph(ids, matrix), ids)
 
-    def to_bytes(self) -> bytes:
-        out = io.BytesIO()
-        np.save(out, self._ids, allow_pickle=False)
-        np.save(out, self._matrix, allow_pickle=False)
-        graph = pickle.dumps(self._hnsw) if self._hnsw is not None else b""
-        out.write(graph)
-        return out.getvalue()
 
-    @classmethod
-    def from_bytes(cls, data: bytes, dim: int, *, hnsw_threshold: int = HNSW_THRESHOLD):
-        index = cls(dim, hnsw_threshold=hnsw_threshold)
-        stream = io.BytesIO(data)
-        index._ids = np.load(stream, allow_pickle=False)
-        index._matrix = index._buffer = np.load(stream, allow_pickle=False)
-        index._row = {int(i): r for r, i in enumerate(index._ids)}
-        graph = stream.read()
-        if graph:
-            # Only ever bytes this vault sealed itself (authenticated before this).
-            index._hnsw = pickle.loads(graph)  # noqa: S301
-        return index
+def _graph_add(graph: hnswlib.Index, ids: np.ndarray, vectors: np.ndarray) -> None:
+    needed = graph.get_current_count() + len(ids)
+    if needed > graph.get_max_elements():
+        graph.resize_index(2 * needed)
+    graph.add_items(vectors, ids, replace_deleted=True)

@@ -26,6 +26,7 @@ import numpy as np
 from . import paths
 from .errors import ModelMismatch
 from .index.hybrid import Hit, HybridIndex
+from .index.vectors import HNSW_THRESHOLD
 from .records import FILE
 from .vault import Vault
 
@@ -60,15 +61,20 @@ class SearchService:
     nobody searches should not pay at unlock.
     """
 
-    def __init__(self, vault: Vault, make_embedder: Callable, dim: int) -> None:
+    def __init__(
+        self, vault: Vault, make_embedder: Callable, dim: int, *, hnsw_threshold: int | None = None
+    ) -> None:
         self.vault = vault
         self._make_embedder = make_embedder
         self._model = None  # the installed model, once loaded
         self._embedder = None  # the same, once accepted for this vault
         self._embedder_lock = threading.Lock()
-        self.index = HybridIndex(self._embed, dim)
+        self._hnsw_threshold = hnsw_threshold or HNSW_THRESHOLD
+        self.index = HybridIndex(self._embed, dim, hnsw_threshold=self._hnsw_threshold)
         self._body_gen: dict[bytes, int] = {}  # the body each record was indexed from
         self._in_flight = False  # a batch is being embedded or stored
+        self._loading = False  # index_all is running: build no HNSW graph yet
+        self._building_graph = False
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)
         self._stopping = False
@@ -102,6 +108,16 @@ class SearchService:
     def index_all(self) -> None:
         """Index every memory: words now, vectors from the vault or in the background."""
         pinned = self.vault.pinned_model()
+        self._loading = True
+        try:
+            self._load_all(pinned)
+        finally:
+            with self._work:
+                self._loading = False
+                self._maybe_build_graph()
+                self._work.notify()
+
+    def _load_all(self, pinned: str | None) -> None:
         for meta in self.vault.walk():
             if meta.type == FILE and indexable(meta.path, meta.size):
                 try:
@@ -121,8 +137,31 @@ class SearchService:
                         continue  # already indexed from this very body
                     self.index.put(record_id, text, vectors)
                     self._body_gen[record_id] = meta.body_gen
-        with self._work:
-            self._work.notify()
+
+    def _maybe_build_graph(self) -> None:
+        """Start building the HNSW graph in its own thread once it is due (lock held).
+
+        Building takes tens of seconds at 50,000 chunks; exact search answers
+        meanwhile, and the changes made during the build are replayed.
+        """
+        vectors = self.index.vectors
+        if self._loading or self._stopping or not vectors.graph_due:
+            return
+        ids, matrix = vectors.graph_snapshot()
+        self._building_graph = True
+
+        def build() -> None:
+            try:
+                graph = vectors.build_graph(ids, matrix)
+                with self._lock:
+                    vectors.install_graph(graph, ids)
+            except Exception as exc:
+                log.error("vector graph not built: %s", type(exc).__name__)
+            finally:
+                with self._lock:
+                    self._building_graph = False
+
+        threading.Thread(target=build, name="vector-graph", daemon=True).start()
 
     def _on_change(self, kind: str, record_id: bytes, path: str, data: bytes | None) -> None:
         meta = self.vault.by_record_id(record_id) if kind == "put" else None
@@ -145,7 +184,9 @@ class SearchService:
                 self.vault.pin_model(embedder.model_sha256)
             self._embedder = embedder
         with self._work:
-            self.index = HybridIndex(self._embed, self.index.vectors.dim)
+            self.index = HybridIndex(
+                self._embed, self.index.vectors.dim, hnsw_threshold=self._hnsw_threshold
+            )
             self._body_gen.clear()
         self.index_all()
         return embedder.model_sha256
@@ -184,6 +225,7 @@ class SearchService:
                 return
             with self._lock:
                 self.index.add_vectors(batch, vectors)
+                self._maybe_build_graph()
                 done = self._completed(batch)
             self._store_vectors(done)
             with self._lock:
@@ -211,11 +253,11 @@ class SearchService:
                 log.warning("vectors not stored: %s", type(exc).__name__)
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
-        """Block until every indexed chunk has its vector (tests, benchmarks)."""
+        """Block until every chunk has its vector and the graph is built (tests, benchmarks)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self._lock:
-                if not self.index.pending and not self._in_flight:
+                if not self.index.pending and not self._in_flight and not self._building_graph:
                     return True
             time.sleep(0.01)
         return False

@@ -83,3 +83,24 @@ def test_reindex_drops_and_rebuilds(vault_path, embedder):
         vectors = np.frombuffer(after[-DIMENSIONS * 4 :], np.float32)
         assert abs(float(np.linalg.norm(vectors)) - 1.0) < 1e-4
         service.stop()
+
+
+def test_vector_graph_is_built_in_the_background_and_kept_current(vault_path, embedder):
+    """Above the threshold an HNSW graph takes over once built; writes keep it current."""
+    topics = ["postgres vacuum", "kubernetes ingress", "rust borrow checker", "git rebase"]
+    with Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None) as vault:
+        for i in range(24):
+            vault.put(f"n{i}.md", f"# Note {i}\nAbout {topics[i % 4]}, case {i}.\n".encode())
+        service = SearchService(vault, embedder, DIMENSIONS, hnsw_threshold=16)
+        service.start()
+        service.index_all()
+        assert service.wait_idle(120)
+        assert service.index.vectors.uses_hnsw
+        vault.put("fish.md", b"# Zebrafish\nThe zebrafish tank is cleaned every Tuesday.\n")
+        vault.delete("n0.md")
+        assert service.wait_idle(120)
+        assert service.index.vectors.uses_hnsw
+        hits = service.search("when do we clean the aquarium", k=3)
+        assert hits[0].path == "fish.md"
+        assert "n0.md" not in {h.path for h in service.search("postgres vacuum", k=30)}
+        service.stop()

@@ -1,4 +1,4 @@
-"""Vector search: exact below the threshold, HNSW above, serialised in memory."""
+"""Vector search: exact below the threshold, HNSW above (built off the caller's lock)."""
 
 from __future__ import annotations
 
@@ -26,23 +26,48 @@ def test_exact_search_add_replace_remove():
     assert 105 not in found and 106 not in found and len(found) == 18
 
 
-def test_switches_to_hnsw_with_high_recall_and_back():
-    dim, n = 32, 3000
-    index = VectorIndex(dim, hnsw_threshold=1000)
-    data = random_unit(n, dim, 2)
-    index.add(list(range(n)), data)
-    assert index.uses_hnsw
-    queries = random_unit(100, dim, 3)
+def recall_at_10(index: VectorIndex, queries: np.ndarray) -> float:
     hits = 0
     for q in queries:
         exact = {i for i, _ in index.exact_search(q, 10)}
         approx = {i for i, _ in index.search(q, 10)}
         hits += len(exact & approx)
-    recall = hits / (10 * len(queries))
+    return hits / (10 * len(queries))
+
+
+def test_switches_to_hnsw_with_high_recall_and_back():
+    dim, n = 32, 3000
+    index = VectorIndex(dim, hnsw_threshold=1000)
+    data = random_unit(n, dim, 2)
+    index.add(list(range(n)), data)
+    assert index.graph_due and not index.uses_hnsw  # never built inside add()
+    index.build_hnsw_now()
+    assert index.uses_hnsw and not index.graph_due
+    recall = recall_at_10(index, random_unit(100, dim, 3))
     assert recall >= 0.95, recall
-    restored = VectorIndex.from_bytes(index.to_bytes(), dim, hnsw_threshold=1000)
-    assert restored.uses_hnsw and len(restored) == n
-    assert restored.search(queries[0], 10) == index.search(queries[0], 10)
     index.remove(list(range(2600)))
     assert not index.uses_hnsw and len(index) == 400
     assert index.search(data[2999], 1)[0][0] == 2999
+
+
+def test_graph_built_off_lock_replays_changes_made_meanwhile():
+    dim = 32
+    index = VectorIndex(dim, hnsw_threshold=1000)
+    data = random_unit(2000, dim, 4)
+    index.add(list(range(1500)), data[:1500])
+    ids, matrix = index.graph_snapshot()
+    assert not index.graph_due  # one build at a time
+    # While the graph is built elsewhere, the index changes and still answers exactly.
+    index.add(list(range(1500, 2000)), data[1500:])
+    index.remove(list(range(0, 100)))
+    index.add([1999], data[5:6])  # a replaced vector
+    index.remove([1998])
+    assert index.search(data[1700], 1)[0][0] == 1700
+    index.install_graph(VectorIndex.build_graph(ids, matrix), ids)
+    assert index.uses_hnsw and len(index) == 1899
+    found = {i for i, _ in index.search(data[1700], 10)}
+    assert 1700 in found
+    assert index.search(data[5], 2)[0][0] in (5, 1999)
+    for gone in (0, 50, 99, 1998):
+        assert gone not in {i for i, _ in index.search(data[gone], 10)}
+    assert recall_at_10(index, random_unit(100, dim, 5)) >= 0.95
