@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -220,6 +221,58 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from . import ingest
+    from .errors import SourceNotFound
+
+    kinds = ingest.KINDS if args.what == "all" else (args.what,)
+    if args.source:
+        for given in args.source:
+            if not Path(given).expanduser().exists():
+                raise SourceNotFound(given)
+        roots = {k: [Path(s).expanduser().resolve() for s in args.source] for k in kinds}
+    else:
+        roots = {k: ingest.default_roots(k) for k in kinds}
+
+    def once(vault, show_progress: bool) -> ingest.Summary:
+        skipped: Counter = Counter()
+        sources = ingest.collect(kinds, roots, skipped)
+        bar = _progress_bar if show_progress and sys.stderr.isatty() else None
+        summary = ingest.run(
+            vault, sources, dry_run=args.dry_run, redact_secrets=not args.no_redact, progress=bar
+        )
+        summary.skipped.update(skipped)
+        if bar:
+            print(file=sys.stderr)
+        return summary
+
+    with open_vault(args, readonly=args.dry_run) as vault:
+        summary = once(vault, show_progress=True)
+        for dest, size, messages, source in summary.planned:
+            print(f"would import {dest} ({_human(size)}, {messages} messages) from {source}")
+        for line in summary.lines():
+            print(("dry run: " if args.dry_run else "") + line)
+        if not args.watch:
+            return 0
+        print(f"Watching for new history every {args.interval:g} s; Ctrl-C stops.", flush=True)
+        try:
+            while True:
+                time.sleep(args.interval)
+                summary = once(vault, show_progress=False)
+                if summary.new or summary.updated:
+                    print(f"{time.strftime('%H:%M:%S')} {summary.lines()[0]}", flush=True)
+        except KeyboardInterrupt:
+            print("Stopped watching.", file=sys.stderr)
+            return 0
+
+
+def _progress_bar(done: int, total: int, label: str) -> None:
+    width = 30
+    filled = width * done // max(total, 1)
+    print(f"\r[{'#' * filled}{' ' * (width - filled)}] {done}/{total} {label[:40]:<40}",
+          end="", file=sys.stderr, flush=True)  # fmt: skip
+
+
 def mountpoint_of(args: argparse.Namespace) -> Path:
     return Path(args.mountpoint or DEFAULT_MOUNTPOINT).expanduser().absolute()
 
@@ -377,6 +430,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", type=int, default=10, metavar="N", help="how many results (1-50)")
     p.add_argument("--in", dest="prefix", metavar="DIR", help="only memories under DIR")
     p.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
+    p = add(
+        "ingest",
+        cmd_ingest,
+        "import Claude Code, Codex and Cursor sessions and context files as memories",
+    )
+    p.add_argument(
+        "what",
+        nargs="?",
+        default="all",
+        choices=["claude", "codex", "cursor", "context", "all"],
+        help="which history to import (default: all)",
+    )
+    p.add_argument(
+        "--source",
+        action="append",
+        metavar="PATH",
+        help="read this file or directory (searched recursively) instead of the agent's "
+        "default location; repeatable. For `context`: the project roots to search",
+    )
+    p.add_argument("--dry-run", action="store_true", help="show what would be imported")
+    p.add_argument(
+        "--no-redact",
+        action="store_true",
+        help="keep lines that look like credentials (redacted by default)",
+    )
+    p.add_argument("--watch", action="store_true", help="keep importing until Ctrl-C")
+    p.add_argument(
+        "--interval", type=float, default=10.0, metavar="SECONDS", help="for --watch (default 10)"
+    )
     add("reindex", cmd_reindex, "rebuild the search index with the installed embedding model")
     p = add("unlock", cmd_unlock, "ask the passphrase and mount the vault as a directory")
     p.add_argument(

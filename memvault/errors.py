@@ -143,3 +143,9 @@ class PassphraseError(MemvaultError):
     """{0}"""
 
     errno = _errno.EINVAL
+
+
+class SourceNotFound(MemvaultError):
+    """Nothing to import at {0}: give an existing file or directory to --source."""
+
+    errno = _errno.ENOENT
