@@ -247,22 +247,24 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         return summary
 
     with open_vault(args, readonly=args.dry_run) as vault:
-        summary = once(vault, show_progress=True)
-        for dest, size, messages, source in summary.planned:
-            print(f"would import {dest} ({_human(size)}, {messages} messages) from {source}")
-        for line in summary.lines():
-            print(("dry run: " if args.dry_run else "") + line)
-        if not args.watch:
-            return 0
-        print(f"Watching for new history every {args.interval:g} s; Ctrl-C stops.", flush=True)
         try:
+            summary = once(vault, show_progress=True)
+            for dest, size, messages, source in summary.planned:
+                print(f"would import {dest} ({_human(size)}, {messages} messages) from {source}")
+            for line in summary.lines():
+                print(("dry run: " if args.dry_run else "") + line, flush=True)
+            if not args.watch:
+                return 0
+            print(f"Watching for new history every {args.interval:g} s; Ctrl-C stops.", flush=True)
             while True:
                 time.sleep(args.interval)
                 summary = once(vault, show_progress=False)
                 if summary.new or summary.updated:
                     print(f"{time.strftime('%H:%M:%S')} {summary.lines()[0]}", flush=True)
         except KeyboardInterrupt:
-            print("Stopped watching.", file=sys.stderr)
+            if not args.watch:
+                raise
+            print("Stopped watching.", file=sys.stderr)  # what was stored stays stored
             return 0
 
 

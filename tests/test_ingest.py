@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -265,3 +269,42 @@ def test_cli_dry_run_then_import(traces, tmp_path):
     assert "1 compaction run" in done.stdout.decode()
     missing = run_cli("ingest", "codex", "--source", str(tmp_path / "nope"), vault=vault_file)
     assert "Nothing to import at" in assert_one_line_error(missing)
+
+
+# -- while the vault is mounted ----------------------------------------------------------
+
+
+def test_ingest_through_the_daemon_is_searchable_and_watch_keeps_importing(traces, tmp_path):
+    from .fsutil import mounted
+
+    incoming = tmp_path / "incoming"
+    incoming.mkdir()
+    shutil.copy(traces / CODEMIE, incoming)
+    (tmp_path / "m").mkdir()
+    with mounted(tmp_path / "m") as m:
+        done = m.cli("ingest", "claude", "--source", str(incoming))
+        assert done.returncode == 0, done.stderr
+        assert "1 new memory(ies)" in done.stdout.decode()
+        dest = m.root / "sessions/claude/private/2025-12-10-create-hello.py-md-and-js-fb1b0257.md"
+        assert "update py with one liner comment" in dest.read_text()
+        found = (m.root / "search" / "update py with one liner comment?k=3").read_text()
+        assert "2025-12-10-create-hello.py-md-and-js-fb1b0257.md" in found.split("\n2.")[0]
+
+        watcher = subprocess.Popen(
+            [sys.executable, "-m", "memvault", "ingest", "codex", "--source", str(incoming),
+             "--watch", "--interval", "0.2"],
+            env=m.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            shutil.copy(traces / CODEX_DEMO, incoming)
+            expected = m.root / "sessions/codex/potsherd-codex-demo"
+            deadline = time.monotonic() + 60
+            while not (expected.is_dir() and any(expected.iterdir())):
+                assert time.monotonic() < deadline, "--watch did not import the new session"
+                time.sleep(0.1)
+        finally:
+            watcher.send_signal(signal.SIGINT)
+            out, err = watcher.communicate(timeout=30)
+        assert watcher.returncode == 0, err
+        assert b"Traceback" not in err
+    assert_nowhere([b"update py with one liner comment"], m.vault.parent)
