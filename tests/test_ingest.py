@@ -308,3 +308,47 @@ def test_ingest_through_the_daemon_is_searchable_and_watch_keeps_importing(trace
         assert watcher.returncode == 0, err
         assert b"Traceback" not in err
     assert_nowhere([b"update py with one liner comment"], m.vault.parent)
+
+
+@pytest.mark.parametrize("name", ["claudeconvo_1_0_70.json", "claudeconvo_1_0_108.json"])
+def test_claude_1_0_records_parse(tmp_path, name):
+    """Mid-2025 CLI records (per-type samples) go through the same parser."""
+    doc = json.loads((TRACES / "claude/legacy-1.0.x" / name).read_text())
+    lines = [r for records in doc["entry_types"].values() for r in records]
+    path = tmp_path / "session-xxx.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    session = claude.parse(path)
+    assert session.prompts >= 1 and session.answers >= 1
+    assert session.skipped["unknown record type"] == 0
+    first = next(r for r in lines if r.get("cwd"))
+    assert (session.project, session.branch) == (first["cwd"], first["gitBranch"])
+
+
+@pytest.mark.parametrize(
+    ("line", "secret"),
+    [
+        ("export ANTHROPIC_API_KEY=sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWx", "AbCdEfGhIjKlMnOp"),
+        ("aws_access_key_id = AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE"),
+        ('"password": "correct-horse-42"', "correct-horse-42"),
+        ("curl -H 'Authorization: Bearer abcdef0123456789abcdef'", "abcdef0123456789abcdef"),
+        ("postgres://app:s3cr3tpw@db.internal:5432/app", "s3cr3tpw"),
+        (
+            "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n-----END OPENSSH PRIVATE KEY-----",
+            "b3BlbnNzaC1rZXk",
+        ),  # fmt: skip
+    ],
+)
+def test_redaction_catches_common_credentials(line, secret):
+    from memvault.ingest.redact import redact
+
+    text, count = redact(f"before\n{line}\nafter")
+    assert secret not in text and count >= 1 and "[REDACTED]" in text
+    assert text.startswith("before\n") and text.endswith("\nafter")
+
+
+def test_redaction_leaves_ordinary_text_alone():
+    from memvault.ingest.redact import redact
+
+    ordinary = ("Set PASSWORD=${DB_PASSWORD} in the env file; the token bucket refills at 10/s.\n"
+                "def check_password(user): ...\nkey = cache_key(request)")  # fmt: skip
+    assert redact(ordinary) == (ordinary, 0)

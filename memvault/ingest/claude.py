@@ -40,8 +40,8 @@ def parse(path: Path) -> Session:
     for record in records(path, skipped):
         session.lines += 1
         kind = record.get("type")
-        session.project = record.get("cwd") or session.project
-        session.branch = record.get("gitBranch") or session.branch
+        session.project = session.project or record.get("cwd") or ""  # where it started
+        session.branch = session.branch or record.get("gitBranch") or ""
         time = record.get("timestamp") or ""
         if kind in ("user", "assistant", "system"):
             session.seen_at(time)
