@@ -158,10 +158,15 @@ def test_cursor_state_db_reads_only_conversations(traces):
 def test_every_fixture_imports_and_rerun_stores_nothing(traces, vault, tmp_path):
     first = import_all(vault, [traces])
     stored = memories(vault)
-    assert first.new == len(stored) >= 20
-    agents = Counter(path.split("/")[1] for path in stored)
-    assert agents["claude"] >= 7 and agents["codex"] >= 8 and agents["cursor"] >= 5
-    assert first.skipped["corrupt line"] >= 2 and first.prompts >= 20
+    assert first.new == len(stored) == 22
+    # 9 Claude files (the compaction run is skipped), the 8 Codex rollout files, 4 Cursor
+    # transcripts (one has no conversation) and 2 conversations in its state.vscdb.
+    assert Counter(path.split("/")[1] for path in stored) == {"claude": 9, "codex": 8, "cursor": 5}
+    assert (first.prompts, first.tool_calls) == (23, 69)
+    assert (
+        first.skipped["corrupt line"] == 2
+        and first.skipped["compaction run (a copy of the conversation)"] == 1
+    )
     vault.sync()
     size = vault.path.stat().st_size
     again = import_all(vault, [traces])
@@ -324,6 +329,7 @@ def test_claude_1_0_records_parse(tmp_path, name):
     assert (session.project, session.branch) == (first["cwd"], first["gitBranch"])
 
 
+# fmt: off
 @pytest.mark.parametrize(
     ("line", "secret"),
     [
@@ -332,12 +338,11 @@ def test_claude_1_0_records_parse(tmp_path, name):
         ('"password": "correct-horse-42"', "correct-horse-42"),
         ("curl -H 'Authorization: Bearer abcdef0123456789abcdef'", "abcdef0123456789abcdef"),
         ("postgres://app:s3cr3tpw@db.internal:5432/app", "s3cr3tpw"),
-        (
-            "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n-----END OPENSSH PRIVATE KEY-----",
-            "b3BlbnNzaC1rZXk",
-        ),  # fmt: skip
+        ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n-----END OPENSSH PRIVATE KEY-----",
+         "b3BlbnNzaC1rZXk"),
     ],
 )
+# fmt: on
 def test_redaction_catches_common_credentials(line, secret):
     from memvault.ingest.redact import redact
 
