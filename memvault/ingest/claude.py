@@ -57,7 +57,8 @@ def parse(path: Path) -> Session:
                 session.add("event", "API error: " + _text_of(message.get("content")), time)
                 continue
             for block in _blocks(message.get("content")):
-                _assistant_block(session, block, time, continues=message_id == last_message_id)
+                continues = message_id is not None and message_id == last_message_id
+                _assistant_block(session, block, time, continues=continues)
                 last_message_id = message_id
         elif kind == "system":
             _system(session, record, time)
@@ -101,7 +102,8 @@ def _user(session: Session, record: dict, time: str) -> None:
         output = result.get("content")
         if isinstance(output, list):
             output = "\n".join(str(b.get("text", "")) for b in output if isinstance(b, dict))
-        session.output(("error: " if result.get("is_error") else "") + str(output or ""))
+        output = _REMINDER.sub("", str(output or ""))
+        session.output(("error: " if result.get("is_error") else "") + output)
     if results:
         return
     text = _REMINDER.sub("", _text_of(content)).strip()

@@ -156,9 +156,7 @@ def parse_store(db: Path, composer_ids: list[str] | None = None) -> Iterator[Ses
             data = _json(value)
             if not isinstance(data, dict):
                 continue
-            session = _composer(conn, composer_id, data, projects)
-            if session.entries:
-                yield session
+            yield _composer(conn, composer_id, data, projects)
     finally:
         conn.close()
 
