@@ -446,7 +446,17 @@ def _translate(exc: lmdb.Error, path: Path) -> MemvaultError:
         return VaultInUse(path, f" (pid {os.getpid()}, this process)")
     if "No space left" in text or isinstance(exc, lmdb.DiskError) and "space" in text:
         return DiskFull(path)
+    if "Input/output error" in text and _nearly_full(path.parent):
+        return DiskFull(path)  # LMDB reports a short write on a full disk as EIO
     return VaultCorrupted(path, f"storage error: {text.split(':')[-1].strip()}")
+
+
+def _nearly_full(directory: Path, margin: int = 1 << 20) -> bool:
+    try:
+        disk = os.statvfs(directory)
+    except OSError:
+        return False
+    return disk.f_bavail * disk.f_frsize < margin
 
 
 def _acquire_lock(path: Path, *, exclusive: bool) -> int:
