@@ -253,6 +253,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                 print(f"would import {dest} ({_human(size)}, {messages} messages) from {source}")
             for line in summary.lines():
                 print(("dry run: " if args.dry_run else "") + line, flush=True)
+            if not summary.sources:
+                looked = ", ".join(str(p) for k in kinds for p in roots[k])
+                print(f"Found no history in {looked}; point --source at it.", file=sys.stderr)
             if not args.watch:
                 return 0
             print(f"Watching for new history every {args.interval:g} s; Ctrl-C stops.", flush=True)
