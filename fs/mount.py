@@ -88,7 +88,7 @@ def serve(
 async def _main(vault: Vault, record: MountRecord, search: SearchService) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_handle_signals, vault, search)
-        nursery.start_soon(_publish_status, vault, record)
+        nursery.start_soon(_publish_status, vault, record, search)
         # Idle reader tasks kept waiting on /dev/fuse: with fewer than two,
         # pyfuse3 starts (and ends) a task for every request.
         await pyfuse3.main(min_tasks=READER_TASKS, max_tasks=MAX_TASKS)
@@ -127,11 +127,11 @@ def _compact_logged(vault: Vault) -> None:
         log.warning("compaction failed: %s", type(exc).__name__)
 
 
-async def _publish_status(vault: Vault, record: MountRecord) -> None:
+async def _publish_status(vault: Vault, record: MountRecord, search: SearchService) -> None:
     """Keep the runtime record's counters fresh for `memvault status`."""
     while True:
         await trio.sleep(STATUS_INTERVAL_S)
-        memories, pending = len(vault), vault.pending_shreds
-        if (memories, pending) != (record.memories, record.pending_shreds):
-            record.memories, record.pending_shreds = memories, pending
+        now = (len(vault), vault.pending_shreds, search.state())
+        if now != (record.memories, record.pending_shreds, record.search_index):
+            record.memories, record.pending_shreds, record.search_index = now
             record.save()

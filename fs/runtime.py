@@ -42,6 +42,7 @@ class MountRecord:
     started: float
     memories: int = 0
     pending_shreds: int = 0
+    search_index: str = ""  # SearchService.state(): "ready", "loading memories", ...
 
     @staticmethod
     def path_for(vault: Path) -> Path:

@@ -105,6 +105,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     if record is not None and record.alive:
         print(f"memories:  {record.memories}")
         print(f"pending shreds: {record.pending_shreds}")
+        if record.search_index:
+            print(f"search index: {record.search_index}")
     print(f"keyslots:  {len(info.slots)}")
     for slot in info.slots:
         kdf = slot.kdf.describe() if hasattr(slot, "kdf") else "damaged"

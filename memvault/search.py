@@ -252,6 +252,17 @@ class SearchService:
             except Exception as exc:  # the vault may be closing, or the disk full
                 log.warning("vectors not stored: %s", type(exc).__name__)
 
+    def state(self) -> str:
+        """What the index is doing, for `memvault status`."""
+        with self._lock:
+            if self._loading:
+                return "loading memories"
+            if self.index.pending or self._in_flight:
+                return f"embedding {len(self.index.pending):,} chunk(s)"
+            if self._building_graph:
+                return "building the vector graph"
+            return "ready"
+
     def wait_idle(self, timeout: float = 60.0) -> bool:
         """Block until every chunk has its vector and the graph is built (tests, benchmarks)."""
         deadline = time.monotonic() + timeout

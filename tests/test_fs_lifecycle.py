@@ -52,8 +52,10 @@ def test_second_unlock_is_refused_and_status_reports_the_mount(tmp_path):
         (m.root / "a.md").write_text("x")
         again = m.cli("unlock", str(tmp_path / "elsewhere"))
         assert "already unlocked" in assert_one_line_error(again)
-        time.sleep(2.5)  # the daemon publishes its counters every 2 s
-        status = m.cli("status").stdout.decode()
+        deadline = time.monotonic() + 120  # the daemon publishes its counters every 2 s
+        while "search index: ready" not in (status := m.cli("status").stdout.decode()):
+            assert time.monotonic() < deadline, status
+            time.sleep(0.5)
         assert f"mounted at {m.root}" in status and "memories:  1" in status
         # The scripting CLI works through the mount while it is unlocked.
         assert m.cli("put", "b.md", input=b"via cli").returncode == 0
