@@ -128,11 +128,12 @@ class HybridIndex:
         query_vector: np.ndarray | None = None,
     ) -> list[Hit]:
         """The best chunks for ``query``; ``allowed`` filters by record (a path prefix)."""
-        lexical = self.lexical.search(query, CANDIDATES * 4)
+        fetch = CANDIDATES if allowed is None else CANDIDATES * 4  # a filter drops some
+        lexical = self.lexical.search(query, fetch)
         semantic = []
         if len(self.vectors):
             qv = self._embed([query])[0] if query_vector is None else query_vector
-            semantic = [h for h in self.vectors.search(qv, CANDIDATES * 4) if h[1] >= MIN_COSINE]
+            semantic = [h for h in self.vectors.search(qv, fetch) if h[1] >= MIN_COSINE]
 
         def keep(hits):
             out = []
@@ -140,7 +141,9 @@ class HybridIndex:
                 entry = self._chunks.get(chunk_id)
                 if entry is not None and (allowed is None or allowed(entry[0])):
                     out.append((chunk_id, score))
-            return out[:CANDIDATES]
+                    if len(out) == CANDIDATES:
+                        break
+            return out
 
         lexical, semantic = keep(lexical), keep(semantic)
         fused: dict[int, float] = {}

@@ -13,6 +13,7 @@ from the decrypted bodies.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import struct
@@ -112,6 +113,10 @@ class SearchService:
         try:
             self._load_all(pinned)
         finally:
+            # The index is hundreds of thousands of long-lived objects: keep the
+            # cyclic GC from walking them again and again (pauses of 10+ ms).
+            gc.collect()
+            gc.freeze()
             with self._work:
                 self._loading = False
                 self._maybe_build_graph()
@@ -278,9 +283,11 @@ class SearchService:
     def search(self, query: str, k: int = 10, prefix: str = "") -> list[Result]:
         prefix = paths.normalize(prefix, allow_root=True) if prefix else ""
 
-        def allowed(record_id: bytes) -> bool:
+        def within_prefix(record_id: bytes) -> bool:
             meta = self.vault.by_record_id(record_id)
             return meta is not None and paths.is_within(meta.path, prefix)
+
+        allowed = within_prefix if prefix else None  # shredded records are skipped below
 
         vector = self.index.embed_texts([query])[0]  # outside the lock: ~10 ms
         with self._lock:
