@@ -21,7 +21,9 @@ import numpy as np
 HNSW_THRESHOLD = 20_000
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 200
-HNSW_EF_SEARCH = 96
+HNSW_EF_SEARCH = 200
+"""Measured at 57,000 chunks of the benchmark's notes (many near-duplicates):
+recall@10 against exact search 0.88 at ef 96, 0.97 at ef 200 (p95 about 1 ms)."""
 GRAPH_THREADS = 2
 
 

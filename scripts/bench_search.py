@@ -97,6 +97,12 @@ def bench(n: int, work: Path, threads: int, existing: Path | None = None) -> Non
             service.index.vectors.search(v, 10)
             vector_times.append(time.perf_counter() - t)
         print(f"- vector search alone: {ms(vector_times)}")
+        if service.index.vectors.uses_hnsw:
+            found = 0
+            for v in vectors[:50]:
+                exact = {i for i, _ in service.index.vectors.exact_search(v, 10)}
+                found += len(exact & {i for i, _ in service.index.vectors.search(v, 10)})
+            print(f"- HNSW recall@10 against exact search: {found / 500:.3f} (50 queries)")
         single = Embedder(threads=1)
         embed_q, embed_doc = [], []
         rng = random.Random(3)
