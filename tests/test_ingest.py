@@ -1,4 +1,4 @@
-"""`memvault ingest` over every fixture in ../shared/fixtures/traces (copied to a
+"""`memvault ingest` over every fixture of tests/data/traces (copied to a
 temporary directory first: SQLite creates -wal/-shm files beside a database
 it opens, and some tests append to sessions)."""
 
@@ -23,7 +23,9 @@ from memvault.vault import Vault
 
 from .conftest import FAST_KDF, PASSPHRASE, assert_nowhere, assert_one_line_error, run_cli
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "traces"
+TRACES = Path(__file__).resolve().parent / "data" / "traces"
+"""A copy of ../shared/fixtures/traces (with its SOURCES.md and licences), so
+that a clone tests the same data wherever it is checked out."""
 CODEMIE = "claude/real/codemie/projects/-tmp-private/4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl"
 CODEX_DEMO = "codex/synthetic/potsherd/sessions/2099/01/02/" \
     "rollout-2099-01-02T08-30-00-d1d1d1d1-1111-4111-8111-111111111111.jsonl"  # fmt: skip
