@@ -2,7 +2,7 @@
 
 Parsers (claude, codex, cursor) turn each agent's files into Sessions;
 render makes them Markdown; runner stores what changed, tracking sources in
-an encrypted state memory. See ../shared/fixtures/traces/FORMATS.md.
+an encrypted state memory. See tests/data/traces/FORMATS.md (the formats, with sources).
 """
 
 from .runner import Summary, collect, run
