@@ -13,7 +13,6 @@ from the decrypted bodies.
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import struct
@@ -113,10 +112,6 @@ class SearchService:
         try:
             self._load_all(pinned)
         finally:
-            # The index is hundreds of thousands of long-lived objects: keep the
-            # cyclic GC from walking them again and again (pauses of 10+ ms).
-            gc.collect()
-            gc.freeze()
             with self._work:
                 self._loading = False
                 self._maybe_build_graph()
