@@ -257,7 +257,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                 print(("dry run: " if args.dry_run else "") + line, flush=True)
             if not summary.sources:
                 looked = ", ".join(str(p) for k in kinds for p in roots[k])
-                print(f"Found no history in {looked}; point --source at it.", file=sys.stderr)
+                hint = "" if args.source else "; point --source at it"
+                print(f"Found no history in {looked}{hint}.", file=sys.stderr)
             if not args.watch:
                 return 0
             print(f"Watching for new history every {args.interval:g} s; Ctrl-C stops.", flush=True)
