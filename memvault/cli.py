@@ -236,9 +236,22 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     else:
         roots = {k: ingest.default_roots(k) for k in kinds}
 
-    def once(vault, show_progress: bool) -> ingest.Summary:
+    def no_history() -> None:
+        looked = ", ".join(str(p) for k in kinds for p in roots[k])
+        hint = "" if args.source else "; point --source at it"
+        print(f"Found no history in {looked}{hint}.", file=sys.stderr)
+
+    def discover() -> tuple[list, Counter]:
         skipped: Counter = Counter()
-        sources = ingest.collect(kinds, roots, skipped)
+        return ingest.collect(kinds, roots, skipped), skipped
+
+    first = discover()
+    if not first[0] and not args.watch:
+        no_history()  # before asking for a passphrase that nothing needs
+        return 0
+
+    def once(vault, found: tuple[list, Counter], show_progress: bool = False) -> ingest.Summary:
+        sources, skipped = found
         bar = _progress_bar if show_progress and sys.stderr.isatty() else None
         summary = ingest.run(
             vault, sources, dry_run=args.dry_run, redact_secrets=not args.no_redact, progress=bar
@@ -250,21 +263,19 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     with open_vault(args, readonly=args.dry_run) as vault:
         try:
-            summary = once(vault, show_progress=True)
+            summary = once(vault, first, show_progress=True)
             for dest, size, messages, source in summary.planned:
                 print(f"would import {dest} ({_human(size)}, {messages} messages) from {source}")
             for line in summary.lines():
                 print(("dry run: " if args.dry_run else "") + line, flush=True)
             if not summary.sources:
-                looked = ", ".join(str(p) for k in kinds for p in roots[k])
-                hint = "" if args.source else "; point --source at it"
-                print(f"Found no history in {looked}{hint}.", file=sys.stderr)
+                no_history()
             if not args.watch:
                 return 0
             print(f"Watching for new history every {args.interval:g} s; Ctrl-C stops.", flush=True)
             while True:
                 time.sleep(args.interval)
-                summary = once(vault, show_progress=False)
+                summary = once(vault, discover())
                 if summary.new or summary.updated:
                     print(f"{time.strftime('%H:%M:%S')} {summary.lines()[0]}", flush=True)
         except KeyboardInterrupt:

@@ -277,6 +277,11 @@ def test_cli_dry_run_then_import(traces, tmp_path):
     assert "1 compaction run" in done.stdout.decode()
     missing = run_cli("ingest", "codex", "--source", str(tmp_path / "nope"), vault=vault_file)
     assert "Nothing to import at" in assert_one_line_error(missing)
+    (tmp_path / "empty").mkdir()
+    nothing = run_cli("ingest", "codex", "--source", str(tmp_path / "empty"), vault=vault_file,
+                      passphrase=None)  # fmt: skip
+    assert nothing.returncode == 0, "no passphrase is asked when there is nothing to import"
+    assert b"Found no history in" in nothing.stderr
 
 
 # -- while the vault is mounted ----------------------------------------------------------
