@@ -38,7 +38,6 @@ def parse(path: Path) -> Session:
         session.parent_id = path.parent.parent.name
     last_message_id = None
     for record in records(path, skipped):
-        session.lines += 1
         kind = record.get("type")
         session.project = session.project or record.get("cwd") or ""  # where it started
         session.branch = session.branch or record.get("gitBranch") or ""

@@ -35,7 +35,6 @@ def parse(path: Path) -> Session:
     session = Session("codex", found.group(1) if found else path.stem, skipped=skipped)
     session.title = _thread_names(path).get(session.session_id, "")
     for line in records(path, skipped):
-        session.lines += 1
         time = str(line.get("timestamp") or "")
         kind, payload = line.get("type"), line.get("payload")
         if not isinstance(payload, dict):  # pre-envelope format: the line is the item

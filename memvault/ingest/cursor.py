@@ -50,7 +50,6 @@ def parse_transcript(path: Path) -> Session:
             skipped["duplicate record"] += 1
             continue
         seen.add(key)
-        session.lines += 1
         role = record.get("role")
         content = (record.get("message") or {}).get("content")
         if role not in ("user", "assistant") or not isinstance(content, list):
@@ -186,7 +185,6 @@ def _composer(conn, composer_id: str, data: dict, projects: dict[str, str]) -> S
     legacy_tools = _legacy_tool_data(data)
     for bubble in ordered:
         if isinstance(bubble, dict):
-            session.lines += 1
             _bubble(session, bubble, legacy_tools)
     return session
 

@@ -52,11 +52,12 @@ def show_time(timestamp: str) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def fence(text: str, info: str = "") -> str:
+def fence(text: str) -> str:
+    """A code block around ``text``, its fence longer than any backtick run inside."""
     ticks = "```"
     while ticks in text:
         ticks += "`"
-    return f"{ticks}{info}\n{text}\n{ticks}"
+    return f"{ticks}\n{text}\n{ticks}"
 
 
 def render(session: Session) -> str:

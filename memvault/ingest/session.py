@@ -50,7 +50,6 @@ class Session:
     prompts: int = 0
     answers: int = 0
     tool_calls: int = 0
-    lines: int = 0
     skipped: Counter = field(default_factory=Counter)  # reason -> lines
 
     @property
