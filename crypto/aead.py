@@ -25,17 +25,31 @@ def _check_key(key: bytes | bytearray) -> None:
         raise ValueError("XChaCha20-Poly1305 keys are 32 bytes")
 
 
-def seal(key: bytes | bytearray, plaintext: bytes | bytearray | memoryview, ad: bytes) -> bytes:
-    """Encrypt and authenticate ``plaintext``, binding it to ``ad``."""
+def seal(
+    key: bytes | bytearray,
+    plaintext: bytes | bytearray | memoryview,
+    ad: bytes,
+    padded_len: int | None = None,
+) -> bytes:
+    """Encrypt and authenticate ``plaintext``, binding it to ``ad``.
+
+    ``padded_len`` (at least len(plaintext)) seals the plaintext followed by
+    zeros up to that length, so the ciphertext's size shows only the padded
+    one. The plaintext is copied once into the output and encrypted in place.
+    """
     _check_key(key)
-    out = bytearray(NONCE_SIZE + len(plaintext) + TAG_SIZE)
+    size = len(plaintext) if padded_len is None else padded_len
+    if size < len(plaintext):
+        raise ValueError("padded length is shorter than the plaintext")
+    out = bytearray(NONCE_SIZE + size + TAG_SIZE)
+    out[NONCE_SIZE : NONCE_SIZE + len(plaintext)] = plaintext
     out_buf = _ffi.from_buffer(out)
     _lib.randombytes(out_buf, NONCE_SIZE)
     rc = _lib.crypto_aead_xchacha20poly1305_ietf_encrypt(
         out_buf + NONCE_SIZE,
-        _ffi.NULL,  # the ciphertext length is known: len(plaintext) + TAG_SIZE
-        _ffi.from_buffer(plaintext),
-        len(plaintext),
+        _ffi.NULL,  # the ciphertext length is known: size + TAG_SIZE
+        out_buf + NONCE_SIZE,  # in place (libsodium allows m == c)
+        size,
         ad,
         len(ad),
         _ffi.NULL,

@@ -30,13 +30,21 @@ def log_path(vault: Path) -> Path:
     return MountRecord.path_for(vault).with_suffix(".log")
 
 
-def start(vault: Path, mountpoint: Path, passphrase: bytearray, *, allow_other: bool) -> int:
+def start(
+    vault: Path,
+    mountpoint: Path,
+    passphrase: bytearray,
+    *,
+    allow_other: bool,
+    accept_journal_loss: bool = False,
+) -> int:
     """Fork the daemon; return its pid once the mount is ready, or raise its error."""
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the daemon: never returns
         os.close(read_fd)
-        _run_daemon(vault, mountpoint, passphrase, allow_other, write_fd)
+        options = {"journal": True, "accept_journal_loss": accept_journal_loss}
+        _run_daemon(vault, mountpoint, passphrase, allow_other, write_fd, options)
     os.close(write_fd)
     for i in range(len(passphrase)):
         passphrase[i] = 0
@@ -51,7 +59,7 @@ def start(vault: Path, mountpoint: Path, passphrase: bytearray, *, allow_other: 
     raise MountError(message.decode(errors="replace") or "The mount daemon exited unexpectedly.")
 
 
-def _run_daemon(vault_path, mountpoint, passphrase, allow_other, report_fd) -> None:
+def _run_daemon(vault_path, mountpoint, passphrase, allow_other, report_fd, options) -> None:
     code = 1
     reporter = _Reporter(report_fd)
     try:
@@ -66,7 +74,7 @@ def _run_daemon(vault_path, mountpoint, passphrase, allow_other, report_fd) -> N
         )
         harden_process()
         try:
-            vault = Vault.open(vault_path, passphrase, journal=True)
+            vault = Vault.open(vault_path, passphrase, **options)
         except MemvaultError as exc:
             reporter.send(str(exc).encode())
             return

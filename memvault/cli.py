@@ -18,10 +18,11 @@ from pathlib import Path
 
 from . import __version__
 from .crypto import DEFAULT_KDF, KdfParams
-from .errors import MemvaultError, PassphraseError, VaultExists, VaultInUse
+from .errors import CompactionOwed, MemvaultError, PassphraseError, VaultExists, VaultInUse
 from .fs.runtime import MountError, MountRecord, clean_stale, is_stale, mounted_at, unmount
 from .mounted import MountedVault
 from .passphrase import ENV_VAR, read_passphrase
+from .store import compaction_owed
 from .vault import Vault, read_info
 
 DEFAULT_VAULT = "~/.memvault/memory.vault"
@@ -55,12 +56,12 @@ def open_vault(args: argparse.Namespace, *, readonly: bool = False) -> Vault | M
         lambda: read_passphrase(from_stdin=from_stdin),
         readonly=readonly,
         compact_delay=None,
+        accept_journal_loss=getattr(args, "accept_journal_loss", False),
     )
     if vault.damaged:
-        ids = ", ".join(rid.hex()[:12] for rid in list(vault.damaged)[:5])
         print(
             f"memvault: warning: {len(vault.damaged)} record(s) of the vault are damaged "
-            f"and cannot be read (record ids {ids}).",
+            f"and cannot be read: {vault.describe_damage()}. `memvault repair` drops them.",
             file=sys.stderr,
         )
     return vault
@@ -107,6 +108,11 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"pending shreds: {record.pending_shreds}")
         if record.search_index:
             print(f"search index: {record.search_index}")
+    elif compaction_owed(info.path):
+        print(
+            "pending shreds: shredded or overwritten memories are still in the file; "
+            "the next unlock (or any writing command) finishes them"
+        )
     print(f"keyslots:  {len(info.slots)}")
     for slot in info.slots:
         kdf = slot.kdf.describe() if hasattr(slot, "kdf") else "damaged"
@@ -323,14 +329,25 @@ def cmd_unlock(args: argparse.Namespace) -> int:
 
     if args.foreground:
         logging.basicConfig(level=logging.INFO, format="memvault: %(message)s")
-        vault = Vault.open(path, passphrase, journal=True)
+        vault = Vault.open(
+            path,
+            passphrase,
+            journal=True,
+            accept_journal_loss=getattr(args, "accept_journal_loss", False),
+        )
         harden_process()
         print(f"Unlocked {path} at {mountpoint}; Ctrl-C (or `memvault lock`) locks it.",
               file=sys.stderr)  # fmt: skip
         serve(vault, mountpoint, allow_other=args.allow_other)
         print("Locked.", file=sys.stderr)
         return 0
-    pid = daemon.start(path, mountpoint, passphrase, allow_other=args.allow_other)
+    pid = daemon.start(
+        path,
+        mountpoint,
+        passphrase,
+        allow_other=args.allow_other,
+        accept_journal_loss=getattr(args, "accept_journal_loss", False),
+    )
     print(f"Unlocked {path} at {mountpoint} (daemon pid {pid}); `memvault lock` locks it.")
     return 0
 
@@ -351,14 +368,42 @@ def cmd_lock(args: argparse.Namespace) -> int:
         daemon.stop(record.pid)
         if mounted_at(mountpoint) is not None and is_stale(mountpoint):
             unmount(mountpoint)
+        _check_compacted(Path(record.vault), "its daemon could not compact it")
         print(f"Locked {record.vault}; {mountpoint} is unmounted.")
         return 0
     if record is not None:
         record.remove()
     if clean_stale(mountpoint):
+        _check_compacted(path, "its daemon died before compacting")
         print(f"Cleaned a stale mount at {mountpoint} (its daemon had died); the vault is locked.")
         return 0
+    _check_compacted(path, "an earlier session ended before compacting")
     print(f"The vault {path} is not unlocked.")
+    return 0
+
+
+def _check_compacted(path: Path, why: str) -> None:
+    """`lock` succeeds only when no shredded or replaced byte is left in the file."""
+    if path.exists() and compaction_owed(path):
+        raise CompactionOwed(path, why)
+
+
+def cmd_repair(args: argparse.Namespace) -> int:
+    path = vault_path(args)
+    if serving_daemon(args) is not None:
+        raise MountError(f"The vault {path} is unlocked; lock it before repairing it.")
+    from_stdin = getattr(args, "passphrase_stdin", False)
+    with Vault.open(
+        path,
+        lambda: read_passphrase(from_stdin=from_stdin),
+        compact_delay=None,
+        accept_journal_loss=getattr(args, "accept_journal_loss", False),
+        repair=True,
+    ) as vault:
+        done = vault.repair()
+    for line in done:
+        print(line)
+    print(f"Repaired {path}." if done else f"Nothing to repair in {path}.")
     return 0
 
 
@@ -387,6 +432,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         help="read the passphrase from the first line of standard input "
         f"(otherwise: ${ENV_VAR}, else a prompt)",
+    )
+    common.add_argument(
+        "--accept-journal-loss",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="open a vault whose journal was damaged or cut, with the changes that verify "
+        "(the rest are lost)",
     )
     parser = argparse.ArgumentParser(
         prog="memvault",
@@ -444,6 +496,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("old", metavar="OLD")
     p.add_argument("new", metavar="NEW")
     add("compact", cmd_compact, "rewrite the vault file so no shredded byte remains")
+    add(
+        "repair",
+        cmd_repair,
+        "drop damaged records (recovering those it can) so a damaged vault opens for writing",
+    )
     p = add("search", cmd_search, "search the memories (hybrid: words and meaning)")
     p.add_argument("query", metavar="QUERY", nargs="+", help="what to look for")
     p.add_argument("-k", type=int, default=10, metavar="N", help="how many results (1-50)")

@@ -57,6 +57,17 @@ class VaultTampered(MemvaultError):
     """The vault {0} failed its integrity check: {1}."""
 
 
+class VaultDamaged(MemvaultError):
+    """The vault {0} has {1} damaged record(s): {2}. `memvault repair` drops them (and \
+recovers what it can); until then the vault opens read-only (`memvault get`, `ls`)."""
+
+
+class JournalDamaged(VaultTampered):
+    """The journal of the vault {0} {1}, although no restart happened since it was \
+written: recent changes would be lost. Restore the journal file, or run the command again \
+with --accept-journal-loss to open the vault with the changes that verify."""
+
+
 class MemoryCorrupted(MemvaultError):
     """The memory {0!r} failed its integrity check: its stored bytes were damaged or altered."""
 
@@ -77,6 +88,11 @@ class DiskFull(MemvaultError):
     """The disk holding {0} is full; nothing was changed. Free some space and try again."""
 
     errno = _errno.ENOSPC
+
+
+class CompactionOwed(MemvaultError):
+    """The vault {0} is locked, but shredded or overwritten memories are still in its file \
+({1}); the next `memvault unlock` (or any command that writes) finishes them."""
 
 
 class CompactionPending(MemvaultError):

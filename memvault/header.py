@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from .crypto import ChecksumError, with_checksum, without_checksum
 
 MAGIC = "memvault"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 class HeaderError(Exception):

@@ -10,8 +10,12 @@ close flush at once; an unlock replays what a killed daemon left.
 
 Entries hold exactly what the LMDB commit would have held (random record ids
 and sealed values), each with a sequence number and a BLAKE2b MAC keyed from
-the master key: a torn tail (power cut) is ignored, a forged, reordered or
-replayed entry is refused.
+the master key. A header at the start of the file, MAC'd too and rewritten
+after every entry, names the boot it was written in and the last sequence
+number appended. Within one boot the page cache cannot lose a write, so a
+journal that ends before its header says, or whose last entry fails its MAC,
+was damaged or cut on purpose; only after a restart (a power cut) may its
+tail be torn. The store decides what to accept (see Store.attach_journal).
 """
 
 from __future__ import annotations
@@ -20,18 +24,31 @@ import hashlib
 import hmac
 import os
 import struct
+import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 _HEAD = struct.Struct(">IQ")  # payload length, sequence number
 _OP = struct.Struct(">BBHI")  # database index, op, key length, value length
+_FILE_HEAD = struct.Struct(">4s16sQ")  # magic, boot id, last sequence number
+_MAGIC = b"MVJ2"
 _MAC_SIZE = 32
+HEADER_SIZE = _FILE_HEAD.size + _MAC_SIZE
 PUT, DELETE = 1, 2
 
+BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
+NO_BOOT = bytes(16)
+"""The boot id recorded when no journaled session is open."""
 
-class JournalError(Exception):
-    """The journal holds an entry that fails its MAC (not a torn tail)."""
+
+def current_boot_id() -> bytes:
+    """This boot's id (16 bytes); all ones if the kernel does not say."""
+    try:
+        with open(BOOT_ID_PATH) as f:
+            return uuid.UUID(f.read().strip()).bytes
+    except (OSError, ValueError):
+        return b"\xff" * 16
 
 
 @dataclass(frozen=True)
@@ -40,6 +57,16 @@ class Op:
     kind: int
     key: bytes
     value: bytes = b""
+
+
+@dataclass
+class Contents:
+    """What a journal file holds, as far as it verifies."""
+
+    boot_id: bytes | None  # None: the header is missing or fails its MAC
+    last_seq: int
+    entries: list[tuple[int, list[Op]]] = field(default_factory=list)
+    clean_end: bool = True  # False: the file goes on after the last entry that verifies
 
 
 def journal_path(vault: Path) -> Path:
@@ -68,56 +95,101 @@ def _decode(payload: bytes) -> list[Op]:
     return ops
 
 
+def scan_unauthenticated(path: Path) -> Iterator[Op]:
+    """Every operation in a journal file, without checking MACs (no key needed).
+
+    Only for reporting (`lock`, `status`): what it finds is never applied.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return
+    at = HEADER_SIZE
+    while at + _HEAD.size <= len(data):
+        length, _ = _HEAD.unpack_from(data, at)
+        end = at + _HEAD.size + length + _MAC_SIZE
+        if end > len(data):
+            return
+        try:
+            yield from _decode(data[at + _HEAD.size : end - _MAC_SIZE])
+        except struct.error:
+            return
+        at = end
+
+
 class Journal:
     def __init__(self, path: Path, key: bytearray, *, readonly: bool = False) -> None:
         self.path = path
         self._key = key
-        flags = os.O_RDONLY if readonly else os.O_RDWR | os.O_CREAT | os.O_APPEND
+        self._boot = NO_BOOT
+        flags = os.O_RDONLY if readonly else os.O_RDWR | os.O_CREAT
         self._fd = os.open(path, flags | os.O_CLOEXEC, 0o600)
         self.size = os.fstat(self._fd).st_size
 
-    def _mac(self, head: bytes, payload: bytes) -> bytes:
-        return hashlib.blake2b(head + payload, key=self._key, digest_size=_MAC_SIZE).digest()
+    def _mac(self, *parts: bytes) -> bytes:
+        return hashlib.blake2b(b"".join(parts), key=self._key, digest_size=_MAC_SIZE).digest()
+
+    def _header(self, seq: int) -> bytes:
+        head = _FILE_HEAD.pack(_MAGIC, self._boot, seq)
+        return head + self._mac(b"header", head)
+
+    def start(self, boot_id: bytes, seq: int) -> None:
+        """Begin an empty journal for this boot, durably (its absence would mean loss)."""
+        self._boot = boot_id
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, self._header(seq), 0)
+        os.fsync(self._fd)
+        directory = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+        self.size = HEADER_SIZE
 
     def append(self, seq: int, ops: list[Op]) -> None:
-        """Append one entry with a single write(); on any failure, leave no partial entry."""
+        """Append one entry with a single write, then the header; on failure leave neither."""
         payload = _encode(ops)
         head = _HEAD.pack(len(payload), seq)
         entry = head + payload + self._mac(head, payload)
         try:
-            written = os.write(self._fd, entry)
+            written = os.pwrite(self._fd, entry, self.size)
             if written != len(entry):
                 raise OSError(28, "short write to the journal")
+            os.pwrite(self._fd, self._header(seq), 0)
         except OSError:
             os.ftruncate(self._fd, self.size)
             raise
         self.size += len(entry)
 
-    def entries(self) -> Iterator[tuple[int, list[Op]]]:
-        """Valid entries in order; stops at a torn tail, raises on a forged entry."""
+    def read(self) -> Contents:
+        """The header and the entries that verify, in order, up to the first that does not."""
         data = os.pread(self._fd, self.size, 0)
-        at = 0
+        found = Contents(None, 0)
+        if len(data) >= HEADER_SIZE:
+            head, mac = data[: _FILE_HEAD.size], data[_FILE_HEAD.size : HEADER_SIZE]
+            magic, boot, seq = _FILE_HEAD.unpack(head)
+            if magic == _MAGIC and hmac.compare_digest(mac, self._mac(b"header", head)):
+                found.boot_id, found.last_seq = boot, seq
+        at = HEADER_SIZE
         while at + _HEAD.size <= len(data):
             length, seq = _HEAD.unpack_from(data, at)
             end = at + _HEAD.size + length + _MAC_SIZE
             if end > len(data):
-                return  # torn tail: never acknowledged to anyone after a power cut
+                break
             head = data[at : at + _HEAD.size]
             payload = data[at + _HEAD.size : end - _MAC_SIZE]
             if not hmac.compare_digest(data[end - _MAC_SIZE : end], self._mac(head, payload)):
-                if end == len(data):
-                    return  # a torn last entry whose length field survived
-                raise JournalError("a journal entry fails its MAC")
-            yield seq, _decode(payload)
+                break
+            found.entries.append((seq, _decode(payload)))
             at = end
+        found.clean_end = at >= len(data) or len(data) < HEADER_SIZE
+        return found
 
-    def reset(self) -> None:
+    def reset(self, seq: int) -> None:
         """Empty the journal (after its entries are durable in LMDB)."""
-        os.ftruncate(self._fd, 0)
-        self.size = 0
-
-    def sync(self) -> None:
-        os.fdatasync(self._fd)
+        os.ftruncate(self._fd, HEADER_SIZE)
+        os.pwrite(self._fd, self._header(seq), 0)
+        self.size = HEADER_SIZE
 
     def close(self) -> None:
         if self._fd >= 0:

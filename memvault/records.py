@@ -2,15 +2,21 @@
 
 Layout of the value under ``records[record_id]``::
 
-    u64 gen || u32 len(meta) || sealed meta (JSON) || sealed body (files only)
+    sealed gen (48) || u32 len(sealed meta) || sealed meta || sealed body
 
-Both parts are sealed under the record's own data key. The meta carries the
-path, so nothing in the LMDB key or layout reveals it. ``gen`` increases on
-every change of the record; it is stored in the clear too (and bound into the
-meta's associated data) so that the vault's accumulator can account for a
-record even when its metadata is damaged. ``body_gen`` names the generation
-the body was last written in; the body's associated data includes it, so an
-old body spliced next to a newer meta fails to open.
+Meta and body are sealed under the record's own data key and padded (see
+padding.py), and every record has a body (empty for directories and
+symlinks), so the stored value shows neither the record's type, nor its exact
+size, nor its path's length. The meta carries the path, the type and the
+generations: ``gen`` increases on every change of the record (the vault's
+accumulator counts it); ``body_gen`` names the generation the body was last
+written in, and the body's associated data includes it, so an old body
+spliced next to a newer meta fails to open.
+
+``gen`` is also sealed on its own, under the master key, first in the value:
+when a record's key or metadata is damaged, the vault can still account for
+it in the accumulator and open the rest. Nothing but the length of the sealed
+meta is in the clear; no edit counter is readable.
 """
 
 from __future__ import annotations
@@ -27,8 +33,6 @@ _TYPES = {FILE: stat.S_IFREG, DIRECTORY: stat.S_IFDIR, SYMLINK: stat.S_IFLNK}
 
 DEFAULT_FILE_MODE = 0o600
 DEFAULT_DIR_MODE = 0o700
-
-_HEAD = struct.Struct(">QI")
 
 
 class RecordFormatError(Exception):
@@ -65,6 +69,7 @@ class Meta:
         return replace(self, gen=self.gen + 1, **changes)
 
     def encode(self) -> bytes:
+        """The binary metadata, unpadded (the vault pads it when sealing)."""
         path = self.path.encode()
         target = self.target.encode()
         xattrs = json.dumps(self.xattrs, separators=(",", ":")).encode() if self.xattrs else b""
@@ -77,7 +82,7 @@ class Meta:
 
     @classmethod
     def decode(cls, data: bytes | bytearray) -> Meta:
-        """Parse metadata (binary: a fixed struct, then path, link target, xattrs)."""
+        """Parse metadata (a fixed struct, then path, link target, xattrs, then zero padding)."""
         try:
             (version, type_code, mode, size, mtime, ctime, gen, body_gen, uid, gid,
              path_len, target_len, xattrs_len) = _META.unpack_from(data)  # fmt: skip
@@ -85,9 +90,11 @@ class Meta:
                 raise ValueError("unknown metadata version or type")
             at = _META.size
             end = at + path_len + target_len + xattrs_len
-            if end != len(data):
+            if end > len(data):
                 raise ValueError("metadata length mismatch")
             view = bytes(data)
+            if view[end:].strip(b"\0"):
+                raise ValueError("metadata padding is not zero")
             path = view[at : at + path_len].decode()
             target = view[at + path_len : at + path_len + target_len].decode()
             xattrs = json.loads(view[end - xattrs_len : end]) if xattrs_len else {}
@@ -105,24 +112,27 @@ _TYPE_NAMES = (FILE, DIRECTORY, SYMLINK)
 _TYPE_CODES = {name: code for code, name in enumerate(_TYPE_NAMES)}
 
 
-def pack(gen: int, sealed_meta: bytes, sealed_body: bytes) -> bytes:
-    return _HEAD.pack(gen, len(sealed_meta)) + sealed_meta + sealed_body
+_LEN = struct.Struct(">I")
+GEN = struct.Struct(">Q")
+SEALED_GEN_SIZE = GEN.size + 40  # nonce and tag
+STAMP_SIZE = 24
+"""The random nonce every stored value starts with: new whenever the record changes."""
 
 
-def stored_gen(value: bytes | memoryview) -> int:
-    """The generation a stored record claims (authenticated only via its meta)."""
-    if len(value) < _HEAD.size:
-        raise RecordFormatError("record too short")
-    return _HEAD.unpack_from(value)[0]
+def pack(sealed_gen: bytes, sealed_meta: bytes, sealed_body: bytes) -> bytes:
+    if len(sealed_gen) != SEALED_GEN_SIZE:
+        raise ValueError("a sealed generation is 48 bytes")
+    return b"".join((sealed_gen, _LEN.pack(len(sealed_meta)), sealed_meta, sealed_body))
 
 
-def unpack(value: bytes | memoryview) -> tuple[int, memoryview, memoryview]:
-    """Split a stored record into its generation, sealed meta and sealed body."""
+def unpack(value: bytes | memoryview) -> tuple[memoryview, memoryview, memoryview]:
+    """Split a stored record into its sealed generation, sealed meta and sealed body."""
     view = memoryview(value)
-    if len(view) < _HEAD.size:
+    start = SEALED_GEN_SIZE + _LEN.size
+    if len(view) < start:
         raise RecordFormatError("record too short")
-    gen, meta_len = _HEAD.unpack_from(view)
-    end = _HEAD.size + meta_len
+    (meta_len,) = _LEN.unpack_from(view, SEALED_GEN_SIZE)
+    end = start + meta_len
     if end > len(view):
         raise RecordFormatError("record metadata length out of range")
-    return gen, view[_HEAD.size : end], view[end:]
+    return view[:SEALED_GEN_SIZE], view[start:end], view[end:]

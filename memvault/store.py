@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import logging
 import os
 import select
 import signal
@@ -35,6 +36,7 @@ import lmdb
 
 from .errors import (
     DiskFull,
+    JournalDamaged,
     MemvaultError,
     NotAVault,
     VaultCorrupted,
@@ -42,18 +44,62 @@ from .errors import (
     VaultTampered,
     VaultUnreadable,
 )
-from .journal import DELETE, PUT, Journal, JournalError, Op, journal_path
+from .journal import (
+    DELETE,
+    NO_BOOT,
+    PUT,
+    Journal,
+    Op,
+    current_boot_id,
+    journal_path,
+    scan_unauthenticated,
+)
 
 T = TypeVar("T")
+log = logging.getLogger("memvault")
 
 DB_NAMES = ("meta", "slots", "state", "keys", "records", "derived")
 MIN_MAP_SIZE = 64 << 20
 MAX_DBS = 16
 CHECK_TIMEOUT_S = 120.0
+RESERVE_BYTES = 256 << 10
+"""Disk space kept aside so that a shred (which frees space) works on a full disk."""
+COMPACTION_OWED_KEY = b"compaction-owed"
+"""In the clear in the state database while shredded or replaced bytes await compaction."""
 
 
 def lock_path(path: Path) -> Path:
     return path.with_name(path.name + "-lock")
+
+
+def reserve_path(path: Path) -> Path:
+    return path.with_name(path.name + "-reserve")
+
+
+def compaction_owed(path: Path) -> bool:
+    """Whether shredded or replaced bytes still wait in the file (no passphrase needed).
+
+    Looks at the LMDB file and at what a killed daemon's journal would add;
+    for `lock` and `status`, never for a decision about the data.
+    """
+    state_db = DB_NAMES.index("state")
+    if any(
+        op.db == state_db and op.kind == PUT and op.key == COMPACTION_OWED_KEY
+        for op in scan_unauthenticated(journal_path(path))
+    ):
+        return True
+    try:
+        env = lmdb.open(str(path), subdir=False, lock=False, readonly=True, max_dbs=MAX_DBS)
+    except lmdb.Error:
+        return False
+    try:
+        with env.begin() as txn:
+            db = env.open_db(b"state", txn=txn, create=False)
+            return txn.get(COMPACTION_OWED_KEY, db=db) is not None
+    except lmdb.Error:
+        return False
+    finally:
+        env.close()
 
 
 class Store:
@@ -79,6 +125,7 @@ class Store:
         self._lock_fd: int | None = None
         self._journal: Journal | None = None
         self._journal_writes = False
+        self._journal_key: bytearray | None = None
         self._seq = 0
         self._pending: list[list[Op]] = []
         self._overlay: dict[tuple[int, bytes], bytes | None] = {}
@@ -92,13 +139,61 @@ class Store:
                 stale.unlink(missing_ok=True)
         try:
             if check and not create:
-                check_structure(path)
+                try:
+                    check_structure(path)
+                except NotAVault:
+                    if not self._restore_meta_page():
+                        raise
+                    check_structure(path)
             size = path.stat().st_size if path.exists() else 0
             self._map_size = max(map_size or MIN_MAP_SIZE, _round_up(2 * size))
             self._open_env(create=create)
         except BaseException:
             self._release_lock()
             raise
+        self._make_reserve()
+
+    def _restore_meta_page(self) -> bool:
+        """Rewrite a damaged LMDB meta page from the intact one; False if that is not the case.
+
+        LMDB refuses a file when either of its two meta pages is unreadable,
+        although one is enough: after every session both describe the same
+        data (see settle()). Done under the exclusive lock, which a reader
+        takes for the moment of the repair.
+        """
+        pages = _read_meta_pages(self.path)
+        good = [i for i, page in enumerate(pages) if _meta_page_ok(page, i)]
+        if len(pages) != 2 or len(good) != 1:
+            return False
+        if self._lock_fd is None:
+            raise VaultCorrupted(
+                self.path, "one of its two storage meta pages is damaged; unlocking it restores it"
+            )
+        if self.readonly and not _try_exclusive(self._lock_fd):
+            raise VaultCorrupted(
+                self.path,
+                "one of its two storage meta pages is damaged and it is in use; "
+                "close the other memvault processes and try again",
+            )
+        bad = 1 - good[0]
+        page = bytearray(pages[good[0]])
+        page[0:8] = bad.to_bytes(8, "little")  # the page number in the page header
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.pwrite(fd, bytes(page), bad * len(page))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise VaultUnreadable(
+                self.path, f"its damaged meta page cannot be restored: {exc}"
+            ) from None
+        finally:
+            if self.readonly:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_SH)
+        log.warning("restored a damaged storage meta page of %s from the intact one", self.path)
+        return True
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -130,6 +225,28 @@ class Store:
         except lmdb.Error as exc:
             self.env.close()
             raise _translate(exc, self.path) from exc
+
+    def _make_reserve(self) -> None:
+        """Set RESERVE_BYTES of disk aside (best effort: not on a disk already full)."""
+        reserve = reserve_path(self.path)
+        if self.readonly or reserve.exists():
+            return
+        try:
+            fd = os.open(reserve, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                os.posix_fallocate(fd, 0, RESERVE_BYTES)
+            finally:
+                os.close(fd)
+        except OSError:
+            reserve.unlink(missing_ok=True)
+
+    def release_reserve(self) -> bool:
+        """Give the reserved space back to the disk; False if there was none."""
+        reserve = reserve_path(self.path)
+        if not reserve.exists():
+            return False
+        reserve.unlink()
+        return True
 
     def close(self) -> None:
         if self._journal is not None:
@@ -201,24 +318,32 @@ class Store:
 
     # -- the journal ---------------------------------------------------------
 
-    def attach_journal(self, key: bytearray, *, enable: bool) -> None:
-        """Replay what a killed writer left in the journal; journal new writes if ``enable``.
+    def attach_journal(
+        self, key: bytearray, *, applied: int, session_boot: bytes, accept_loss: bool = False
+    ) -> None:
+        """Replay what a killed writer left in the journal.
 
-        ``key`` (derived from the master key) authenticates journal entries.
+        ``key`` (derived from the master key) authenticates journal entries;
+        ``applied`` and ``session_boot`` come from the sealed state in LMDB:
+        the last entry LMDB holds, and the boot in which a journaled session
+        was left open (NO_BOOT if it was closed). Within that same boot
+        nothing may be missing: a journal that is gone, shorter than its
+        header says, or whose last entry fails its MAC is refused with
+        JournalDamaged unless ``accept_loss``. After a restart, a torn tail
+        is what a power cut leaves, and is dropped.
         """
         path = journal_path(self.path)
-        if not path.exists() and (self.readonly or not enable):
+        self._seq = applied
+        self._journal_key = key
+        if not path.exists():
+            if session_boot != NO_BOOT and not accept_loss:
+                raise JournalDamaged(self.path, "is missing")
             return
         journal = Journal(path, key, readonly=self.readonly)
-        try:
-            entries = list(journal.entries())
-        except JournalError as exc:
-            journal.close()
-            raise VaultTampered(self.path, "its journal holds a forged entry") from exc
-        applied = self._applied_seq()
+        found = journal.read()
         expected = applied + 1
         leftover = []
-        for seq, ops in entries:
+        for seq, ops in found.entries:
             if seq <= applied:
                 continue
             if seq != expected:
@@ -226,32 +351,60 @@ class Store:
                 raise VaultTampered(self.path, "its journal is missing entries")
             leftover.append(ops)
             expected += 1
-        self._journal, self._seq = journal, expected - 1
+        last = expected - 1
+        problem = None
+        if found.boot_id is None and journal.size:
+            problem = "has a damaged header"
+        elif not found.clean_end:
+            problem = "has a damaged or cut last entry"
+        elif found.boot_id is not None and found.last_seq > last:
+            problem = "was shortened"
+        if problem is not None and session_boot == current_boot_id() and not accept_loss:
+            journal.close()
+            raise JournalDamaged(self.path, problem)
+        if problem is not None:
+            log.warning(
+                "the journal %s; replaying the %d entries that verify", problem, len(leftover)
+            )
+        self._journal, self._seq = journal, last
+        self._pending = leftover
         if self.readonly:
-            self._pending = leftover
             for ops in leftover:
                 for op in ops:
                     self._overlay[(op.db, op.key)] = op.value if op.kind == PUT else None
             return
-        self._pending = leftover
         self.flush()
-        if not enable:
-            journal.close()
-            path.unlink(missing_ok=True)
-            self._journal = None
-        self._journal_writes = enable
 
-    def _applied_seq(self) -> int:
-        with self.env.begin(buffers=True) as txn:
-            raw = txn.get(_JOURNAL_SEQ_KEY, db=self.dbs["state"])
-        return int.from_bytes(bytes(raw), "big") if raw is not None else 0
+    def open_journal_session(self, boot_id: bytes) -> None:
+        """Start an empty journal for this boot (durably); writes stay off until journal_writes."""
+        if self._journal is None:
+            self._journal = Journal(journal_path(self.path), self._journal_key)
+        self._journal.start(boot_id, self._seq)
+
+    def journal_writes(self, on: bool) -> None:
+        """Send writes to the journal (on) or straight into LMDB (off; flush first)."""
+        if not on:
+            self.flush()
+        self._journal_writes = on and self._journal is not None
+
+    def close_journal(self) -> None:
+        """Remove the journal once LMDB holds everything in it (and the state says so)."""
+        if self._journal is not None and not self.readonly and not self._pending:
+            self._journal.close()
+            self._journal = None
+            journal_path(self.path).unlink(missing_ok=True)
+
+    @property
+    def next_seq(self) -> int:
+        """The journal position LMDB will have once the next write is applied."""
+        return self._seq + 1 if self._journal_writes else self._seq
 
     def flush(self) -> None:
         """Move journaled changes into LMDB (one commit, one fsync), then empty the journal."""
         if self._journal is None or self.readonly or not self._pending:
             return
         names = DB_NAMES
-        pending, seq = self._pending, self._seq
+        pending = self._pending
 
         def apply(txn: lmdb.Transaction) -> None:
             for ops in pending:
@@ -261,11 +414,10 @@ class Store:
                         txn.put(op.key, op.value, db=db)
                     else:
                         txn.delete(op.key, db=db)
-            txn.put(_JOURNAL_SEQ_KEY, seq.to_bytes(8, "big"), db=self.dbs["state"])
 
         self._write_lmdb(apply)
         self._sync_env()  # durable in LMDB before the journal lets go of it
-        self._journal.reset()
+        self._journal.reset(self._seq)
         self._pending = []
         self._overlay.clear()
 
@@ -384,6 +536,7 @@ class Store:
         os.replace(tmp, self.path)
         _fsync_dir(self.path.parent)
         self._open_env(create=False)
+        self._make_reserve()
 
 
 class _PendingTxn:
@@ -428,10 +581,42 @@ class _OverlayTxn:
 
 
 _MISSING = object()
-_JOURNAL_SEQ_KEY = b"journal-seq"
 
 
 # -- helpers ---------------------------------------------------------------
+
+
+_P_META = 0x08
+_LMDB_MAGIC = 0xBEEFC0DE
+
+
+def _read_meta_pages(path: Path) -> list[bytes]:
+    """LMDB's two meta pages (page size from whichever page states it sanely)."""
+    with open(path, "rb") as f:
+        head = f.read(2 * 65536)
+    for start in (0, 4096):
+        size = int.from_bytes(head[start + 40 : start + 44], "little")
+        if size in (4096, 8192, 16384, 32768, 65536) and len(head) >= 2 * size:
+            return [head[:size], head[size : 2 * size]]
+    return [head[:4096], head[4096:8192]] if len(head) >= 8192 else []
+
+
+def _meta_page_ok(page: bytes, number: int) -> bool:
+    return (
+        int.from_bytes(page[0:8], "little") == number
+        and int.from_bytes(page[10:12], "little") & _P_META
+        and int.from_bytes(page[16:20], "little") == _LMDB_MAGIC
+        and int.from_bytes(page[20:24], "little") == 1
+        and int.from_bytes(page[40:44], "little") == len(page)
+    )
+
+
+def _try_exclusive(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
 
 
 def _round_up(n: int, unit: int = 1 << 20) -> int:

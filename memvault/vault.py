@@ -15,10 +15,12 @@ apart.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
 import logging
 import os
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -26,7 +28,7 @@ from dataclasses import dataclass, replace
 from itertools import zip_longest
 from pathlib import Path
 
-from . import paths, records, snapshot
+from . import padding, paths, records, snapshot
 from .accumulator import Accumulator
 from .crypto import (
     DEFAULT_KDF,
@@ -57,14 +59,17 @@ from .errors import (
     TooLarge,
     UnsupportedFormat,
     VaultCorrupted,
+    VaultDamaged,
     VaultExists,
     VaultNotFound,
     VaultTampered,
     WrongPassphrase,
 )
 from .header import FORMAT_VERSION, Header, HeaderError
+from .journal import NO_BOOT, current_boot_id
 from .records import DIRECTORY, FILE, SYMLINK, Meta, RecordFormatError
-from .store import Store, writer_pid
+from .state import VaultState
+from .store import COMPACTION_OWED_KEY, Store, writer_pid
 
 log = logging.getLogger("memvault")
 
@@ -72,10 +77,11 @@ MAX_MEMORY_SIZE = 256 << 20
 """Largest memory the vault stores (the filesystem answers EFBIG above it)."""
 
 DEFAULT_COMPACT_DELAY = 5.0
+"""Seconds of quiet after a shred or a replaced record before the vault compacts itself."""
 FLUSH_DELAY = 0.5
 """Seconds a journaled change may wait before it is moved into LMDB (one fsync per batch)."""
 FLUSH_BYTES = 32 << 20
-"""Seconds of quiet after a shred before the vault compacts itself."""
+"""Journaled bytes past which the journal is moved into LMDB at once."""
 
 _HEADER_KEY = b"header"
 _HEADER_AUTH_KEY = b"header-auth"
@@ -84,7 +90,6 @@ _SNAPSHOT_KEY = b"snapshot"
 _ROOT_KEY = b"root"
 _MODEL_KEY = b"embedding-model"
 _ROOT_ID = b"root"
-_COMPACTION_OWED_KEY = b"compaction-owed"  # set with every shred, gone after compaction
 _ID_SIZE = 16
 
 
@@ -186,7 +191,15 @@ class Vault:
         self._children: dict[str, dict[str, Entry]] = {paths.ROOT: {}}
         self._acc = Accumulator(self._state_key)
         self.damaged: dict[bytes, str] = {}
+        """Records that cannot be read, by stored id: what is wrong with each."""
+        self._damaged_paths: dict[bytes, str] = {}  # their paths, where known
+        self._misfiled: dict[bytes, bytes] = {}  # stored id -> the record's true id
+        self._recreated: list[_Write] = []  # directories standing in for damaged ones
+        self._unverified = False  # the accumulator could not be checked (see _load)
+        self._journal_boot = NO_BOOT  # written into every state while a journal is on
         self.pending_shreds = 0
+        self.compaction_owed = False
+        """Shredded or replaced bytes are still in the file (a compaction will remove them)."""
         self._root: Meta | None = None
         self.kdf_seconds = 0.0  # how long unlocking spent in Argon2id
         self._dirty = False
@@ -231,15 +244,13 @@ class Vault:
             )
             vault = cls(store, header, [slot], master, compact_delay=compact_delay)
             auth = vault._seal_master(Kind.HEADER, vault._header_binding())
-            state = vault._seal_master(Kind.STATE, vault._acc.encode())
 
             def txn_fn(txn):
                 txn.put(_HEADER_KEY, header.encode(), db=store.dbs["meta"])
                 txn.put(_HEADER_AUTH_KEY, auth, db=store.dbs["meta"])
                 txn.put(bytes([0]), slot.encode(), db=store.dbs["slots"])
-                txn.put(_STATE_KEY, state, db=store.dbs["state"])
 
-            store.write(txn_fn)
+            vault._write(txn_fn)
             return vault
         except BaseException:
             wipe(master)
@@ -257,12 +268,21 @@ class Vault:
         map_size: int | None = None,
         compact_delay: float | None = DEFAULT_COMPACT_DELAY,
         journal: bool = False,
+        accept_journal_loss: bool = False,
+        repair: bool = False,
     ) -> Vault:
         """Unlock a vault.
 
         ``journal=True`` (the mount daemon) makes each change cost one write()
         to the journal instead of an fsync; see journal.py. Whatever a killed
-        writer left in the journal is replayed either way.
+        writer left in the journal is replayed either way; a journal that was
+        damaged or shortened within this boot is an error unless
+        ``accept_journal_loss`` (then what verifies is applied, the rest lost).
+
+        A vault with damaged records opens read-only; opening it for writing
+        raises VaultDamaged unless ``repair`` (then call :meth:`repair`).
+        A writer finishes what an earlier one left owed: compaction after
+        shreds and replaced records.
         """
         path = Path(path).expanduser()
         if not path.exists():
@@ -278,7 +298,13 @@ class Vault:
             kdf_seconds = time.perf_counter() - kdf_started
             vault = cls(store, header, slots, master, compact_delay=compact_delay)
             vault.kdf_seconds = kdf_seconds
-            store.attach_journal(vault._derive(b"memvault.journal"), enable=journal)
+            applied = vault._read_state_from_lmdb()
+            store.attach_journal(
+                vault._derive(b"memvault.journal"),
+                applied=applied.journal_seq,
+                session_boot=applied.journal_boot,
+                accept_loss=accept_journal_loss,
+            )
             # Loading allocates tens of thousands of long-lived objects; the
             # cyclic GC would rescan them all repeatedly for nothing.
             gc.disable()
@@ -286,10 +312,39 @@ class Vault:
                 vault._load()
             finally:
                 gc.enable()
+            if not readonly:
+                if vault.damaged and not repair:
+                    raise VaultDamaged(path, len(vault.damaged), vault.describe_damage())
+                vault._begin_session(journal=journal, previous=applied)
             return vault
         except BaseException:
             store.close()
             raise
+
+    def _begin_session(self, *, journal: bool, previous: VaultState) -> None:
+        """Mark in the sealed state whether a journal is on, then finish owed work.
+
+        The journal file exists (fsynced) before the state says a session is
+        open, and the state says it is closed before the file goes: a journal
+        is never missing while the state says one is open, except by damage.
+        """
+        store = self._store
+        if journal:
+            self._journal_boot = current_boot_id()
+            store.open_journal_session(self._journal_boot)
+            self._write(_no_change)  # straight into LMDB: journal writes are still off
+            store.sync()
+            store.journal_writes(True)
+        else:
+            if previous.session_open:  # a killed daemon's session: closed now
+                self._write(_no_change)
+                store.sync()
+            store.close_journal()
+        if self.compaction_owed and not self.damaged:
+            try:
+                self.compact()
+            except DiskFull:
+                log.warning("compaction owed by an earlier session waits: the disk is full")
 
     def _header_binding(self) -> bytes:
         """What the authenticated header commits to: the header and every slot's KDF."""
@@ -298,12 +353,24 @@ class Vault:
             parts.append(f"{slot.index}:{slot.kdf.describe()}:{slot.salt.hex()}".encode())
         return b"\n".join(parts)
 
+    def _read_state_from_lmdb(self) -> VaultState:
+        """The sealed state as LMDB has it (before any journal is replayed)."""
+        with self._store.env.begin(buffers=True) as txn:
+            return self._open_state(txn.get(_STATE_KEY, db=self._store.dbs["state"]))
+
+    def _open_state(self, sealed) -> VaultState:
+        try:
+            if sealed is None:
+                raise DecryptionError("missing")
+            return VaultState.decode(self._state_key, self._open_master(Kind.STATE, sealed))
+        except (DecryptionError, ValueError, struct.error):
+            raise VaultCorrupted(self.path, "its record state is damaged") from None
+
     def _load(self) -> None:
         """Check the authenticated header and state, then decrypt every record's metadata."""
         store = self._store
         with store.read() as txn:
             auth = txn.get(_HEADER_AUTH_KEY, db=store.dbs["meta"])
-            sealed_state = txn.get(_STATE_KEY, db=store.dbs["state"])
             try:
                 if auth is None:
                     raise DecryptionError("missing")
@@ -314,14 +381,7 @@ class Vault:
                 ) from None
             if bytes(expected) != self._header_binding():
                 raise VaultTampered(self.path, "its header or keyslot parameters were changed")
-            try:
-                if sealed_state is None:
-                    raise DecryptionError("missing")
-                stored_acc = Accumulator.decode(
-                    self._state_key, self._open_master(Kind.STATE, sealed_state)
-                )
-            except DecryptionError:
-                raise VaultCorrupted(self.path, "its record state is damaged") from None
+            stored_acc = self._open_state(txn.get(_STATE_KEY, db=store.dbs["state"])).acc
             self._acc = Accumulator(self._state_key, *stored_acc.state())
             sealed_root = txn.get(_ROOT_KEY, db=store.dbs["state"])
             if sealed_root is not None:
@@ -330,61 +390,124 @@ class Vault:
                     self._root = Meta.decode(root)
                 except (DecryptionError, RecordFormatError):
                     self.damaged[_ROOT_ID] = "the root directory's attributes are damaged"
-            if txn.get(_COMPACTION_OWED_KEY, db=store.dbs["state"]) is not None:
-                self.pending_shreds = 1  # an earlier session shredded but never compacted
+            if txn.get(COMPACTION_OWED_KEY, db=store.dbs["state"]) is not None:
+                self.compaction_owed = True  # an earlier session never compacted
+                self.pending_shreds = 1
+            known_paths: dict[bytes, str] = {}
             sealed_snapshot = txn.get(_SNAPSHOT_KEY, db=store.dbs["state"])
             if sealed_snapshot is not None:
                 self._snapshot_stored = True
-                if self._load_snapshot(txn, bytes(sealed_snapshot), stored_acc):
+                if self._load_snapshot(txn, bytes(sealed_snapshot), stored_acc, known_paths):
                     return
-            self._acc = Accumulator(self._state_key)
-            wrapped = {bytes(k): bytes(v) for k, v in store.items(txn, "keys")}
-            for key, value in store.items(txn, "records"):
-                record_id = bytes(key)
-                try:
-                    gen = records.stored_gen(value)
-                except RecordFormatError:
-                    raise VaultTampered(self.path, "a record is truncated") from None
-                # Damaged or not, every stored record counts towards the state.
-                self._acc.add(record_id, gen)
-                try:
-                    entry = self._decode_entry(record_id, wrapped.pop(record_id, None), value)
-                except _Damaged as exc:
-                    self.damaged[record_id] = str(exc)
-                    continue
-                if entry.meta.path in self._by_path:
-                    raise VaultTampered(self.path, "two records claim the same path")
-                self._index(entry)
-        for record_id in wrapped:
-            self.damaged[record_id] = "data key without a record"
+            self._acc = self._load_every_record(txn, known_paths)
         if self._acc != stored_acc:
-            raise VaultTampered(
-                self.path,
-                "records were removed, duplicated or replaced by older copies outside memvault",
-            )
+            if not self._unverified:
+                raise VaultTampered(
+                    self.path,
+                    "records were removed, duplicated or replaced by older copies outside memvault",
+                )
+            self._acc = stored_acc  # kept as stored until `repair` accepts what is left
         self._check_tree()
 
-    def _load_snapshot(self, txn, sealed: bytes, stored_acc: Accumulator) -> bool:
-        """Index from the sealed snapshot if it matches the file exactly; else False."""
+    def _load_every_record(self, txn, known_paths: dict[bytes, str]) -> Accumulator:
+        """Decrypt every record's key and metadata; return the accumulator they add up to.
+
+        A record that fails still counts, through its separately sealed
+        generation. A record stored under a damaged id is found again by
+        trying the keys left without a record (its key and metadata are bound
+        to its true id). Only a record whose generation cannot be read either
+        leaves the accumulator unverifiable (``_unverified``).
+        """
+        acc = Accumulator(self._state_key)
+        wrapped = {bytes(k): bytes(v) for k, v in self._store.items(txn, "keys")}
+        unused_keys: dict[bytes, bytes] = {}  # keys whose own record failed
+        orphans: list[tuple[bytes, bytes]] = []
+        for key, value in self._store.items(txn, "records"):
+            record_id = bytes(key)
+            wrapped_key = wrapped.pop(record_id, None)
+            try:
+                entry = self._decode_entry(record_id, wrapped_key, value)
+            except _Damaged as exc:
+                if wrapped_key is not None:
+                    unused_keys[record_id] = wrapped_key
+                self._mark_damaged(record_id, str(exc), known_paths.get(record_id))
+                gen = self._sealed_gen(record_id, value)
+                if gen is not None:
+                    acc.add(record_id, gen)
+                else:
+                    orphans.append((record_id, bytes(value)))
+                continue
+            acc.add(record_id, entry.meta.gen)
+            if entry.meta.path in self._by_path:
+                raise VaultTampered(self.path, "two records claim the same path")
+            self._index(entry)
+        unused_keys.update(wrapped)
+        for stored_id, value in orphans:
+            for true_id, key in list(unused_keys.items()):
+                try:
+                    entry = self._decode_entry(true_id, key, value)
+                except _Damaged:
+                    continue
+                del unused_keys[true_id]
+                wrapped.pop(true_id, None)
+                acc.add(true_id, entry.meta.gen)
+                wipe(entry.data_key)
+                self._misfiled[stored_id] = true_id
+                self._mark_damaged(
+                    stored_id, "stored under a damaged record id; `repair` recovers it",
+                    entry.meta.path,
+                )  # fmt: skip
+                break
+            else:
+                self._unverified = True
+        for record_id in wrapped:
+            self._mark_damaged(record_id, "a data key without a record", known_paths.get(record_id))
+        return acc
+
+    def _mark_damaged(self, record_id: bytes, reason: str, path: str | None = None) -> None:
+        self.damaged[record_id] = reason
+        if path is not None:
+            self._damaged_paths[record_id] = path
+
+    def _sealed_gen(self, record_id: bytes, value) -> int | None:
+        """A stored record's generation from its own seal (None if that is damaged too)."""
+        try:
+            sealed_gen, _, _ = records.unpack(value)
+            plain = open_sealed(self._master, sealed_gen, self._ad(Kind.GENERATION, record_id))
+            return records.GEN.unpack(plain)[0]
+        except (DecryptionError, RecordFormatError, struct.error):
+            return None
+
+    def _load_snapshot(
+        self, txn, sealed: bytes, stored_acc: Accumulator, known_paths: dict[bytes, str]
+    ) -> bool:
+        """Index from the sealed snapshot if it matches the file exactly; else False.
+
+        Even a snapshot that no longer matches names the records it knew
+        (``known_paths``), so that damage can be reported by path.
+        """
         try:
             plain = self._open_master(Kind.SNAPSHOT, sealed)
         except DecryptionError:
             return False
         entries: list[Entry] = []
+        stamps: list[tuple[bytes, bytes]] = []
         usable = False
         try:
             state, rows = snapshot.decode(plain)
-            if state != stored_acc.encode():
-                return False
-            for record_id, gen, data_key, meta in rows:
+            for record_id, stamp, gen, data_key, meta in rows:
                 entries.append(Entry(record_id, Meta.decode(meta), data_key))
+                stamps.append((record_id, stamp))
+                known_paths[record_id] = entries[-1].meta.path
                 if entries[-1].meta.gen != gen:
                     return False
-            listed = ((e.record_id, e.meta.gen) for e in entries)
+            if state != stored_acc.encode():
+                return False
             stored = (
-                (bytes(k), records.stored_gen(v)) for k, v in self._store.items(txn, "records")
+                (bytes(k), bytes(v[: records.STAMP_SIZE]))
+                for k, v in self._store.items(txn, "records")
             )
-            usable = all(a == b for a, b in zip_longest(stored, listed))
+            usable = all(a == b for a, b in zip_longest(stored, stamps))
         except (snapshot.SnapshotFormatError, RecordFormatError):
             return False
         finally:
@@ -400,16 +523,22 @@ class Vault:
 
     def _write_snapshot(self) -> None:
         rows = sorted(self._by_id.values(), key=lambda e: e.record_id)
+        with self._store.read() as txn:
+            db = self._store.dbs["records"]
+            stamps = [bytes(txn.get(e.record_id, db=db)[: records.STAMP_SIZE]) for e in rows]
         plain = snapshot.encode(
             self._acc.encode(),
-            ((e.record_id, e.meta.gen, e.data_key, e.meta.encode()) for e in rows),
+            (
+                (e.record_id, stamp, e.meta.gen, e.data_key, e.meta.encode())
+                for e, stamp in zip(rows, stamps, strict=True)
+            ),
         )
         try:
             sealed = self._seal_master(Kind.SNAPSHOT, plain)
         finally:
             wipe(plain)
         dbs = self._store.dbs
-        self._store.write(lambda txn: txn.put(_SNAPSHOT_KEY, sealed, db=dbs["state"]))
+        self._write(lambda txn: txn.put(_SNAPSHOT_KEY, sealed, db=dbs["state"]))
         self._snapshot_stored = True
 
     def _decode_entry(self, record_id: bytes, wrapped_key: bytes | None, value) -> Entry:
@@ -420,20 +549,29 @@ class Vault:
         except DecryptionError:
             raise _Damaged("its data key failed authentication") from None
         try:
-            gen, sealed_meta, _ = records.unpack(value)
-            meta_bytes = open_sealed(data_key, sealed_meta, self._ad(Kind.META, record_id, gen))
+            _, sealed_meta, _ = records.unpack(value)
+            meta_bytes = open_sealed(data_key, sealed_meta, self._ad(Kind.META, record_id))
             meta = Meta.decode(meta_bytes)
         except (DecryptionError, RecordFormatError, ValueError) as exc:
             wipe(data_key)
             raise _Damaged(f"its metadata failed authentication ({exc})") from None
         return Entry(record_id, meta, data_key)
 
+    def describe_damage(self, limit: int = 5) -> str:
+        """The damaged records, for a message: paths where known, else record ids."""
+        shown = [
+            f"{self._damaged_paths.get(rid) or 'record ' + rid.hex()[:12]} ({reason})"
+            for rid, reason in list(self.damaged.items())[:limit]
+        ]
+        more = len(self.damaged) - len(shown)
+        return "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
+
     def _check_tree(self) -> None:
         """Every record's parent must be a directory record.
 
         A parent can only be missing if its record is damaged; it is then
-        recreated (empty metadata, default mode) so that its children stay
-        reachable: persisted if the vault is writable, in memory otherwise.
+        stood in for in memory (empty metadata, default mode) so that its
+        children stay reachable, and `repair` stores it.
         """
         missing = set()
         for path in self._by_path:
@@ -449,12 +587,72 @@ class Vault:
         if not self.damaged:
             raise VaultTampered(self.path, "a record's parent directory is missing")
         now = time.time_ns()
-        writes = [self._new_record(self._dir_meta(d, now)) for d in sorted(missing)]
-        if self._store.readonly:
-            for write in writes:
-                self._index(write.entry)
-        else:
-            self._commit(writes)
+        self._recreated = [self._new_record(self._dir_meta(d, now)) for d in sorted(missing)]
+        for write in self._recreated:
+            self._index(write.entry)
+
+    def repair(self) -> list[str]:
+        """Drop what is damaged, re-file what was stored under a damaged id, and compact.
+
+        Returns one line per action. Afterwards the vault is whole again: its
+        accumulator is re-sealed over the records that verify (the user's
+        explicit choice, since what was lost cannot be checked any more).
+        """
+        with self._lock:
+            self._check_writable()
+            done = []
+            dbs = self._store.dbs
+            refiled: list[Entry] = []
+            with self._store.read() as txn:
+                moves = []
+                for stored_id, true_id in self._misfiled.items():
+                    value = bytes(txn.get(stored_id, db=dbs["records"]))
+                    wrapped = bytes(txn.get(true_id, db=dbs["keys"]))
+                    refiled.append(self._decode_entry(true_id, wrapped, value))
+                    moves.append((stored_id, true_id, value))
+            refiled_ids = set(self._misfiled.values())
+            dropped = [
+                rid
+                for rid in self.damaged
+                if rid not in self._misfiled and rid not in refiled_ids and rid != _ROOT_ID
+            ]
+            recreated = self._recreated
+
+            def txn_fn(txn) -> None:
+                for stored_id, _, _ in moves:  # all out first: records may have swapped places
+                    txn.delete(stored_id, db=dbs["records"])
+                for _, true_id, value in moves:
+                    txn.put(true_id, value, db=dbs["records"])
+                for rid in dropped:
+                    for name in ("records", "keys", "derived"):
+                        txn.delete(rid, db=dbs[name])
+                for w in recreated:
+                    self._put_record(txn, w)
+
+            acc = Accumulator(self._state_key)
+            for entry in [*self._by_id.values(), *refiled]:
+                acc.add(entry.record_id, entry.meta.gen)
+            self._write(txn_fn, acc, owes_compaction=True)
+            self._acc = acc
+            for entry in refiled:
+                self._index(entry)
+                done.append(f"recovered {entry.meta.path}")
+            done += [
+                f"dropped {self._damaged_paths.get(rid) or 'record ' + rid.hex()[:12]}"
+                f" ({self.damaged[rid]})"
+                for rid in dropped
+            ]
+            done += [f"recreated the directory {w.entry.meta.path}" for w in recreated]
+            if _ROOT_ID in self.damaged:
+                self._set_root(self.root_meta())
+                done.append("reset the root directory's attributes")
+            self.damaged.clear()
+            self._damaged_paths.clear()
+            self._misfiled.clear()
+            self._recreated = []
+            self._unverified = False
+            self.compact()
+            return done
 
     # -- crypto helpers --------------------------------------------------------
 
@@ -472,7 +670,7 @@ class Vault:
 
     def _seal_body(self, entry: Entry, data: bytes) -> bytes:
         ad = self._ad(Kind.BODY, entry.record_id, entry.meta.body_gen)
-        return seal(entry.data_key, data, ad)
+        return seal(entry.data_key, data, ad, padding.bucket(len(data)))
 
     # -- in-memory index -------------------------------------------------------
 
@@ -570,9 +768,13 @@ class Vault:
                 try:
                     _, _, sealed_body = records.unpack(value)
                     ad = self._ad(Kind.BODY, entry.record_id, entry.meta.body_gen)
-                    return bytes(open_sealed(entry.data_key, sealed_body, ad))
+                    plain = open_sealed(entry.data_key, sealed_body, ad)
                 except (DecryptionError, RecordFormatError):
                     raise MemoryCorrupted(norm) from None
+                if len(plain) < entry.meta.size:
+                    raise MemoryCorrupted(norm)
+                del plain[entry.meta.size :]  # the padding
+                return bytes(plain)
 
     def readlink(self, path: str) -> str:
         with self._lock:
@@ -745,11 +947,11 @@ class Vault:
             entry = self._by_id.get(record_id)
             if entry is None or entry.meta.body_gen != body_gen:
                 return False
+            framed = padding.frame(blob)
             ad = self._ad(Kind.VECTOR, record_id, body_gen)
-            sealed = body_gen.to_bytes(8, "big") + seal(entry.data_key, blob, ad)
+            sealed = seal(entry.data_key, framed, ad, padding.bucket(len(framed)))
             dbs = self._store.dbs
-            self._store.write(lambda txn: txn.put(record_id, sealed, db=dbs["derived"]))
-            self._dirty = True
+            self._write(lambda txn: txn.put(record_id, sealed, db=dbs["derived"]))
             return True
 
     def get_derived(self, record_id: bytes) -> bytes | None:
@@ -760,16 +962,13 @@ class Vault:
                 return None
             with self._store.read() as txn:
                 stored = txn.get(record_id, db=self._store.dbs["derived"])
-                if stored is None or len(stored) < 8:
+                if stored is None:
                     return None
                 stored = bytes(stored)
-            body_gen = int.from_bytes(stored[:8], "big")
-            if body_gen != entry.meta.body_gen:
-                return None
-            try:
-                ad = self._ad(Kind.VECTOR, record_id, body_gen)
-                return bytes(open_sealed(entry.data_key, stored[8:], ad))
-            except DecryptionError:
+            try:  # bound to the current body generation: anything older fails
+                ad = self._ad(Kind.VECTOR, record_id, entry.meta.body_gen)
+                return padding.unframe(open_sealed(entry.data_key, stored, ad))
+            except (DecryptionError, ValueError):
                 log.warning("derived data of a record failed authentication; recomputing")
                 return None
 
@@ -786,9 +985,7 @@ class Vault:
                     txn.delete(key, db=dbs["derived"])
 
             if keys:
-                self._store.write(txn_fn)
-                self._dirty = True
-                self.pending_shreds += 1  # old vectors leave the file at the next compaction
+                self._write(txn_fn, owes_compaction=True)  # old vectors leave the file
                 self._schedule_compaction()
 
     # -- the embedding model the vault's vectors belong to ----------------------
@@ -809,15 +1006,16 @@ class Vault:
             self._check_writable()
             sealed = seal(self._master, sha256.encode(), self._ad(Kind.INDEX, _MODEL_KEY))
             dbs = self._store.dbs
-            self._store.write(lambda txn: txn.put(_MODEL_KEY, sealed, db=dbs["state"]))
-            self._dirty = True
+            self._write(lambda txn: txn.put(_MODEL_KEY, sealed, db=dbs["state"]))
 
     def _set_root(self, meta: Meta) -> Meta:
         """The root's attributes live sealed under the master key in the state database."""
-        sealed = seal(self._master, meta.encode(), self._ad(Kind.META, _ROOT_ID))
+        plain = meta.encode()
+        sealed = seal(
+            self._master, plain, self._ad(Kind.META, _ROOT_ID), padding.bucket(len(plain))
+        )
         dbs = self._store.dbs
-        self._store.write(lambda txn: txn.put(_ROOT_KEY, sealed, db=dbs["state"]))
-        self._dirty = True
+        self._write(lambda txn: txn.put(_ROOT_KEY, sealed, db=dbs["state"]))
         self._root = meta
         return meta
 
@@ -966,14 +1164,65 @@ class Vault:
             record_id = os.urandom(_ID_SIZE)
         data_key = new_key()
         wrapped = seal(self._master, data_key, self._ad(Kind.DATA_KEY, record_id))
-        body = b"" if meta.type == DIRECTORY else None
-        write = _Write(Entry(record_id, meta, data_key), None, body, wrapped)
-        if meta.type == SYMLINK:
+        write = _Write(Entry(record_id, meta, data_key), None, None, wrapped)
+        if meta.type != FILE:  # every record has a body: types look alike in the file
             write.sealed_body = self._seal_body(write.entry, b"")
         return write
 
+    def _write(self, fn: Callable, acc: Accumulator | None = None, *, owes_compaction=False):
+        """Run ``fn`` in one store write, with the sealed state that goes with it.
+
+        Every write carries the state (accumulator, the journal position it
+        will have, whether a journal is on), so what LMDB or the journal holds
+        always says, authenticated, how far it goes.
+        """
+        state = VaultState(self._acc if acc is None else acc, self._store.next_seq)
+        state.journal_boot = self._journal_boot
+        sealed = self._seal_master(Kind.STATE, state.encode())
+        dbs = self._store.dbs
+
+        def txn_fn(txn):
+            result = fn(txn)
+            txn.put(_STATE_KEY, sealed, db=dbs["state"])
+            if owes_compaction:
+                txn.put(COMPACTION_OWED_KEY, b"", db=dbs["state"])
+            return result
+
+        result = self._store.write(txn_fn)
+        self._dirty = True
+        if owes_compaction:
+            self.compaction_owed = True
+        return result
+
+    def _put_record(self, txn, w: _Write) -> None:
+        """Store one record's sealed generation, metadata and body (and a new key)."""
+        dbs = self._store.dbs
+        rid = w.entry.record_id
+        meta = w.entry.meta.encode()
+        sealed_meta = seal(
+            w.entry.data_key, meta, self._ad(Kind.META, rid), padding.bucket(len(meta))
+        )
+        sealed_gen = seal(
+            self._master, records.GEN.pack(w.entry.meta.gen), self._ad(Kind.GENERATION, rid)
+        )
+        body = w.sealed_body
+        if body is None:
+            _, _, stored_body = records.unpack(txn.get(rid, db=dbs["records"]))
+            body = bytes(stored_body)
+        txn.put(rid, records.pack(sealed_gen, sealed_meta, body), db=dbs["records"])
+        if w.wrapped_key is not None:
+            txn.put(rid, w.wrapped_key, db=dbs["keys"])
+        elif w.sealed_body is not None:  # new content: its derived data is stale
+            txn.delete(rid, db=dbs["derived"])
+
     def _commit(self, writes: list[_Write], shreds: Iterable[Entry] = ()) -> None:
-        """Apply writes and shreds in one durable transaction, then to the index."""
+        """Apply writes and shreds in one durable transaction, then to the index.
+
+        Shreds and replaced records leave old ciphertext in LMDB's free pages
+        (readable with keys that are still live, for a replaced record), so
+        both make a compaction owed: recorded in the same transaction, done
+        after a quiet moment, at close, or by the next writer.
+        """
         shreds = list(shreds)
         acc = self._acc.copy()
         for w in writes:
@@ -982,38 +1231,26 @@ class Vault:
             acc.add(w.entry.record_id, w.entry.meta.gen)
         for s in shreds:
             acc.remove(s.record_id, s.meta.gen)
-        sealed_state = self._seal_master(Kind.STATE, acc.encode())
         dbs = self._store.dbs
+        owed = bool(shreds) or any(w.old_gen is not None for w in writes)
 
         def txn_fn(txn) -> None:
             for w in writes:
-                rid = w.entry.record_id
-                gen = w.entry.meta.gen
-                sealed_meta = seal(
-                    w.entry.data_key, w.entry.meta.encode(), self._ad(Kind.META, rid, gen)
-                )
-                body = w.sealed_body
-                if body is None:
-                    _, _, stored_body = records.unpack(txn.get(rid, db=dbs["records"]))
-                    body = bytes(stored_body)
-                txn.put(rid, records.pack(gen, sealed_meta, body), db=dbs["records"])
-                if w.wrapped_key is not None:
-                    txn.put(rid, w.wrapped_key, db=dbs["keys"])
-                elif w.sealed_body is not None:  # new content: its derived data is stale
-                    txn.delete(rid, db=dbs["derived"])
+                self._put_record(txn, w)
             for s in shreds:
                 txn.delete(s.record_id, db=dbs["derived"])
                 txn.delete(s.record_id, db=dbs["records"])
                 txn.delete(s.record_id, db=dbs["keys"])
-            txn.put(_STATE_KEY, sealed_state, db=dbs["state"])
             if self._snapshot_stored:
                 txn.delete(_SNAPSHOT_KEY, db=dbs["state"])
-            if shreds:
-                txn.put(_COMPACTION_OWED_KEY, b"", db=dbs["state"])
 
-        self._store.write(txn_fn)
+        try:
+            self._write(txn_fn, acc, owes_compaction=owed)
+        except DiskFull:
+            if writes or not self._store.release_reserve():
+                raise
+            self._write(txn_fn, acc, owes_compaction=owed)  # a shred frees space: use the reserve
         self._snapshot_stored = False
-        self._dirty = True
         self._acc = acc
         for s in shreds:
             self._unindex(s)
@@ -1024,8 +1261,8 @@ class Vault:
                 self._unindex(old)
         for w in sorted(writes, key=lambda w: w.entry.meta.path.count("/")):
             self._index(w.entry)
-        if shreds:
-            self.pending_shreds += len(shreds)
+        self.pending_shreds += len(shreds)
+        if owed:
             self._schedule_compaction()
         self._schedule_flush()
 
@@ -1066,7 +1303,7 @@ class Vault:
     def _compact_quietly(self) -> None:
         """The debounced compaction (a timer thread): failures are logged, retried at close."""
         with self._lock:
-            if not self._closed and self.pending_shreds:
+            if not self._closed and self.compaction_owed:
                 try:
                     self.compact()
                 except MemvaultError as exc:
@@ -1082,22 +1319,31 @@ class Vault:
         """Rewrite the vault file without free pages: shredded bytes are gone after this."""
         with self._lock:
             self._check_writable()
-            self._store.rebuild(leave_out=frozenset({("state", _COMPACTION_OWED_KEY)}))
+            self._store.rebuild(leave_out=frozenset({("state", COMPACTION_OWED_KEY)}))
             self.pending_shreds = 0
+            self.compaction_owed = False
             self._dirty = False
 
     def _finish_writes(self) -> None:
-        """Snapshot the index, then compact (after shreds) or settle the meta pages."""
+        """Snapshot the index, close the journal, then compact (if owed) or settle.
+
+        The state that says no journal is open is written straight into
+        LMDB, after everything journaled is there and before the journal
+        file goes (see _begin_session).
+        """
         if not self._snapshot_stored and not self.damaged:
-            try:
+            with contextlib.suppress(DiskFull):  # only an unlock speed-up
                 self._write_snapshot()
-                self._dirty = True
-            except DiskFull:
-                pass  # only an unlock speed-up: the next unlock checks every record
-        if self.pending_shreds:
+        self._store.flush()
+        if self._journal_boot != NO_BOOT:
+            self._store.journal_writes(False)
+            self._journal_boot = NO_BOOT
+            self._write(_no_change)
+        if self.compaction_owed:
             try:
                 self.compact()
             except DiskFull:
+                self._store.sync()
                 raise CompactionPending(self.path, "the disk is full") from None
         elif self._dirty:
             self._store.settle()
@@ -1135,6 +1381,10 @@ class Vault:
 
 class _Damaged(Exception):
     """A record that cannot be decrypted (reason in the message)."""
+
+
+def _no_change(txn) -> None:
+    """A write that only carries the sealed state (see Vault._write)."""
 
 
 def _unlock(path: Path, header: Header, slots: list, passphrase: bytearray) -> bytearray:

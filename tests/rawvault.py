@@ -16,7 +16,7 @@ def raw(path: Path, write: bool = False):
     env = lmdb.open(str(path), subdir=False, lock=False, max_dbs=16, readonly=not write)
     dbs = {
         name: env.open_db(name.encode(), create=False)
-        for name in ("meta", "slots", "state", "keys", "records")
+        for name in ("meta", "slots", "state", "keys", "records", "derived")
     }
     try:
         with env.begin(write=write) as txn:
@@ -46,8 +46,8 @@ def split(value: bytes) -> tuple[bytes, bytes]:
 
 
 def repack(like: bytes, meta: bytes, body: bytes) -> bytes:
-    """A record value with ``like``'s clear generation and the given parts."""
-    return records.pack(records.stored_gen(like), meta, body)
+    """A record value with ``like``'s sealed generation and the given parts."""
+    return records.pack(bytes(records.unpack(like)[0]), meta, body)
 
 
 def edit_json(stored: bytes, change, fix_checksum: bool = True) -> bytes:

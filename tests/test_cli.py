@@ -62,7 +62,7 @@ def test_status_needs_no_passphrase(vault_path):
     text = out.stdout.decode()
     assert out.returncode == 0, out.stderr
     for expected in (
-        "format:    memvault format 1",
+        "format:    memvault format 2",
         "created:",
         "size:",
         "keyslots:  1",

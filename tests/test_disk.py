@@ -76,15 +76,41 @@ def test_compaction_owed_by_a_killed_session_happens_next_time(vault_path):
     assert proc.returncode == -signal.SIGKILL
     value_hex, wrapped_hex = proc.stdout.decode().split()
     value, wrapped = bytes.fromhex(value_hex), bytes.fromhex(wrapped_hex)
-    assert value[8:40] in vault_path.read_bytes(), "the shredded bytes are still there"
+    assert value[60:92] in vault_path.read_bytes(), "the shredded bytes are still there"
     with reopen(vault_path, readonly=True) as ro:
         assert not ro.exists("n/3.md")
-    with reopen(vault_path) as again:
-        assert again.pending_shreds
-    data = vault_path.read_bytes()
+        assert ro.compaction_owed
+    locked = run_cli("lock", vault=vault_path)  # nothing is mounted, but a shred is unfinished
+    assert "still in its file" in assert_one_line_error(locked)
+    assert "pending shreds" in run_cli("status", vault=vault_path, passphrase=None).stdout.decode()
+    with reopen(vault_path) as again:  # the next writer finishes the shred as it opens
+        assert not again.pending_shreds and not again.compaction_owed
+        data = vault_path.read_bytes()
     for i in range(len(value) - 16):
         assert value[i : i + 16] not in data
     for i in range(len(wrapped) - 16):
         assert wrapped[i : i + 16] not in data
     with rawvault.raw(vault_path) as (txn, dbs):
         assert txn.get(b"compaction-owed", db=dbs["state"]) is None
+    assert run_cli("lock", vault=vault_path).returncode == 0
+
+
+def test_rm_works_on_a_full_disk_and_lock_says_the_shred_is_unfinished(tiny_disk):
+    path = tiny_disk / "memory.vault"
+    Vault.create(path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
+    vault = reopen(path, journal=True)  # as the mount daemon: changes go to the journal
+    names = []
+    with pytest.raises(errors.DiskFull):
+        for i in range(10_000):
+            vault.put(f"n/{i}.md", os.urandom(3000))
+            names.append(f"n/{i}.md")
+    with pytest.raises(errors.DiskFull):
+        vault.put("one-more.md", os.urandom(3000))
+    vault.delete(names[0])  # a shred frees space: it must work on a full disk
+    assert not vault.exists(names[0])
+    with pytest.raises((errors.CompactionPending, errors.DiskFull)):
+        vault.close()  # no room to move the journal into the file, or for a compacted copy
+    locked = run_cli("lock", vault=path)
+    assert "still in its file" in assert_one_line_error(locked)
+    with reopen(path, readonly=True) as ro:
+        assert not ro.exists(names[0]) and ro.exists(names[1])

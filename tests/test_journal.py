@@ -6,14 +6,24 @@ import signal
 import subprocess
 import sys
 import textwrap
+import uuid
 
 import pytest
 
 from memvault import errors
-from memvault.journal import journal_path
+from memvault import journal as journal_module
+from memvault.journal import HEADER_SIZE, journal_path
 from memvault.vault import Vault
 
-from .conftest import FAST_KDF, PASSPHRASE, assert_nowhere, reopen, run_cli
+from . import rawvault
+from .conftest import (
+    FAST_KDF,
+    PASSPHRASE,
+    assert_nowhere,
+    assert_one_line_error,
+    reopen,
+    run_cli,
+)
 
 WRITER = textwrap.dedent(
     """
@@ -65,21 +75,93 @@ def test_journal_holds_no_plaintext(vault_path):
     assert_nowhere([marker.encode(), b"renamed.md", b"j/39.md"], vault_path.parent)
 
 
-def test_torn_tail_is_ignored_and_forged_entry_refused(vault_path):
+def entry_ends(data: bytes) -> list[int]:
+    """Where each journal entry ends (the header comes first)."""
+    ends, at = [], HEADER_SIZE
+    while at < len(data):
+        length = int.from_bytes(data[at : at + 4], "big")
+        at += 12 + length + 32
+        ends.append(at)
+    return ends
+
+
+def test_journal_cut_at_an_entry_boundary_is_refused(vault_path):
+    killed_writer(vault_path)
+    journal = journal_path(vault_path)
+    data = journal.read_bytes()
+    ends = entry_ends(data)
+    journal.write_bytes(data[: ends[-2]])  # the last change (the rename) cut off
+    with pytest.raises(errors.JournalDamaged, match="shortened"):
+        reopen(vault_path, readonly=True)
+    line = assert_one_line_error(run_cli("get", "j/5.md", vault=vault_path))
+    assert "--accept-journal-loss" in line
+    with reopen(vault_path, readonly=True, accept_journal_loss=True) as ro:
+        assert ro.get("j/1.md") == expected(1) and not ro.exists("j/renamed.md")
+    got = run_cli("get", "j/5.md", "--accept-journal-loss", vault=vault_path)
+    assert got.returncode == 0 and got.stdout == expected(5)
+
+
+def test_journal_with_a_flipped_last_entry_is_refused(vault_path):
+    killed_writer(vault_path)
+    journal = journal_path(vault_path)
+    data = bytearray(journal.read_bytes())
+    data[entry_ends(bytes(data))[-2] + 20] ^= 1
+    journal.write_bytes(bytes(data))
+    with pytest.raises(errors.JournalDamaged, match="last entry"):
+        reopen(vault_path)
+
+
+def test_deleted_journal_is_refused(vault_path):
+    killed_writer(vault_path)
+    journal_path(vault_path).unlink()
+    with pytest.raises(errors.JournalDamaged, match="missing"):
+        reopen(vault_path)
+    with reopen(vault_path, accept_journal_loss=True) as again:  # knowingly, without it
+        assert not again.exists("j/0.md")
+    with reopen(vault_path) as again:  # and from then on it is a clean vault
+        assert len(again) == 0
+
+
+def test_forged_entry_in_the_middle_is_refused(vault_path):
+    killed_writer(vault_path)
+    journal = journal_path(vault_path)
+    forged = bytearray(journal.read_bytes())
+    forged[HEADER_SIZE + 40] ^= 1  # inside the first entry
+    journal.write_bytes(bytes(forged))
+    with pytest.raises(errors.VaultTampered):
+        reopen(vault_path)
+
+
+def test_torn_tail_after_a_restart_is_dropped(vault_path, tmp_path, monkeypatch):
     killed_writer(vault_path)
     journal = journal_path(vault_path)
     data = journal.read_bytes()
     journal.write_bytes(data[:-7])  # a power cut in the middle of the last entry
-    with reopen(vault_path, readonly=True) as ro:
-        assert ro.get("j/38.md") == expected(38)
-    forged = bytearray(data)
-    forged[40] ^= 1  # inside the first entry
-    journal.write_bytes(bytes(forged))
-    with pytest.raises(errors.VaultTampered):
+    with pytest.raises(errors.JournalDamaged):  # same boot: that is no power cut
+        reopen(vault_path, readonly=True)
+    other_boot = tmp_path / "boot_id"
+    other_boot.write_text(str(uuid.uuid4()))
+    monkeypatch.setattr(journal_module, "BOOT_ID_PATH", str(other_boot))
+    with reopen(vault_path) as again:
+        assert again.get("j/38.md") == expected(38)
+        assert again.exists("j/1.md") and not again.exists("j/renamed.md")
+
+
+def test_journal_position_is_sealed_not_clear(vault_path):
+    killed_writer(vault_path)
+    with reopen(vault_path):
+        pass
+    with rawvault.raw(vault_path) as (txn, dbs):
+        clear = {bytes(k) for k, _ in txn.cursor(dbs["state"])}
+    assert clear <= {b"accumulator", b"snapshot", b"settled", b"root", b"embedding-model"}
+    rawvault.flip_in_file(vault_path, _state_value(vault_path), 30)
+    with pytest.raises(errors.VaultCorrupted, match="state"):
         reopen(vault_path)
-    journal.write_bytes(data)
-    line = run_cli("get", "j/5.md", vault=vault_path)
-    assert line.returncode == 0 and line.stdout == expected(5)
+
+
+def _state_value(vault_path) -> bytes:
+    with rawvault.raw(vault_path) as (txn, dbs):
+        return bytes(txn.get(b"accumulator", db=dbs["state"]))
 
 
 def test_journaled_vault_flushes_and_shreds(vault_path):
