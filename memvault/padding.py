@@ -29,8 +29,9 @@ def padme(n: int) -> int:
 
 def bucket(n: int) -> int:
     """The padded size of an n-byte plaintext (never below SMALL_STEP)."""
-    rounded = max(SMALL_STEP, -(-n // SMALL_STEP) * SMALL_STEP)
-    return max(rounded, padme(n))
+    if n <= 8 * SMALL_STEP:
+        return max(SMALL_STEP, -(-n // SMALL_STEP) * SMALL_STEP)
+    return padme(n)
 
 
 def frame(data: bytes) -> bytes:

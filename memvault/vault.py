@@ -762,7 +762,7 @@ class Vault:
             if entry.meta.is_dir:
                 raise IsADirectory(norm)
             with self._store.read() as txn:
-                value = txn.get(entry.record_id, db=self._store.dbs["records"])
+                value = self._stored_record(txn, entry.record_id)
                 if value is None:
                     raise MemoryCorrupted(norm)
                 try:
@@ -775,6 +775,20 @@ class Vault:
                     raise MemoryCorrupted(norm)
                 del plain[entry.meta.size :]  # the padding
                 return bytes(plain)
+
+    def _stored_record(self, txn, record_id: bytes):
+        """A record's stored value; found by a scan if a damaged key broke the B-tree's order.
+
+        LMDB finds keys by binary search: one damaged key can hide its
+        neighbours from lookups while a cursor still walks past them.
+        """
+        db = self._store.dbs["records"]
+        value = txn.get(record_id, db=db)
+        if value is None and self.damaged:
+            for key, found in self._store.items(txn, "records"):
+                if bytes(key) == record_id:
+                    return found
+        return value
 
     def readlink(self, path: str) -> str:
         with self._lock:
@@ -1325,11 +1339,14 @@ class Vault:
             self._dirty = False
 
     def _finish_writes(self) -> None:
-        """Snapshot the index, close the journal, then compact (if owed) or settle.
+        """Snapshot the index, close the journal, then compact if anything changed.
 
         The state that says no journal is open is written straight into
         LMDB, after everything journaled is there and before the journal
-        file goes (see _begin_session).
+        file goes (see _begin_session). Compacting whenever the session
+        changed something leaves no old version in free pages and packs the
+        B-tree's half-full pages (random ids split them): a locked vault is
+        always as small as it can be.
         """
         if not self._snapshot_stored and not self.damaged:
             with contextlib.suppress(DiskFull):  # only an unlock speed-up
@@ -1339,14 +1356,14 @@ class Vault:
             self._store.journal_writes(False)
             self._journal_boot = NO_BOOT
             self._write(_no_change)
-        if self.compaction_owed:
+        if self.compaction_owed or self._dirty:
             try:
                 self.compact()
             except DiskFull:
+                self._store.settle()
                 self._store.sync()
-                raise CompactionPending(self.path, "the disk is full") from None
-        elif self._dirty:
-            self._store.settle()
+                if self.compaction_owed:
+                    raise CompactionPending(self.path, "the disk is full") from None
         self._store.sync()
 
     def close(self) -> None:

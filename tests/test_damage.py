@@ -14,6 +14,7 @@ import traceback
 
 import pytest
 
+from memvault import errors
 from memvault.errors import MemoryCorrupted, MemvaultError
 
 from . import rawvault
@@ -162,3 +163,96 @@ def test_single_flipped_byte_anywhere(damaged_vault_template, tmp_path, unlock_m
     print("outcomes of single-byte flips:", outcomes)
     assert outcomes.get("right answer", 0) > 0
     assert sum(v for k, v in outcomes.items() if k != "right answer") > 0
+
+
+# -- one damaged record or meta page never locks out the whole vault ---------------
+
+
+def _node_at(data: bytes, record_id: bytes, value: bytes) -> int:
+    """Offset of the records-database node of a record (its key, then its value)."""
+    at = data.find(record_id + value[:32])
+    assert at >= 0, "the record's node is not in the file"
+    return at
+
+
+@pytest.fixture
+def three_memories(vault_path):
+    from memvault.vault import Vault
+
+    from .conftest import FAST_KDF, PASSPHRASE
+
+    with Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None) as v:
+        for name in ("a.md", "victim.md", "z.md"):
+            v.put(name, f"content of {name} ".encode() * 20)
+        rid, value, _ = rawvault.record_for(vault_path, v, "victim.md")
+    rawvault.drop_snapshot(vault_path)  # the slow path: every record is checked
+    with rawvault.raw(vault_path, write=True) as (txn, dbs):
+        txn.put(b"settled", b"", db=dbs["state"])
+    return rid, value
+
+
+def test_flipped_record_id_names_the_memory_and_repair_recovers_it(vault_path, three_memories):
+    rid, value = three_memories
+    data = bytearray(vault_path.read_bytes())
+    data[_node_at(bytes(data), rid, value) + 5] ^= 0x40
+    vault_path.write_bytes(bytes(data))
+    with reopen(vault_path, readonly=True) as ro:  # the rest stays readable
+        assert ro.get("a.md").startswith(b"content of a.md")
+        assert "victim.md" in ro.describe_damage()
+    with pytest.raises(errors.VaultDamaged, match="victim.md"):
+        reopen(vault_path)
+    with reopen(vault_path, repair=True) as v:
+        assert v.repair() == ["recovered victim.md"]
+    with reopen(vault_path) as v:
+        assert v.get("victim.md") == b"content of victim.md " * 20
+
+
+def test_flipped_sealed_generation_is_harmless(vault_path, three_memories):
+    rid, value = three_memories
+    data = bytearray(vault_path.read_bytes())
+    data[_node_at(bytes(data), rid, value) + 16 + 30] ^= 0x01  # inside the sealed generation
+    vault_path.write_bytes(bytes(data))
+    with reopen(vault_path) as v:
+        assert v.get("victim.md") == b"content of victim.md " * 20 and not v.damaged
+
+
+@pytest.mark.parametrize("page", [0, 1])
+def test_zeroed_meta_page_falls_back_to_the_intact_one(vault_path, three_memories, page):
+    data = bytearray(vault_path.read_bytes())
+    data[page * PAGE : (page + 1) * PAGE] = bytes(PAGE)
+    vault_path.write_bytes(bytes(data))
+    with reopen(vault_path, readonly=True) as ro:
+        assert ro.get("z.md").startswith(b"content of z.md")
+    with reopen(vault_path) as v:
+        v.put("new.md", b"still writable")
+    with reopen(vault_path) as v:
+        assert v.get("new.md") == b"still writable"
+
+
+def test_no_single_flip_in_a_record_locks_out_the_vault(vault_path, three_memories):
+    """Every byte of one record's LMDB node (header, id, sealed generation, sealed
+    metadata and the start of its body): the other memories stay readable.
+
+    The exception is LMDB's own node header (the sizes of the key and value):
+    a size that points past the page makes LMDB refuse the file, which is
+    then reported as damaged, with a clear message.
+    """
+    rid, value = three_memories
+    original = vault_path.read_bytes()
+    node = _node_at(original, rid, value) - 8  # LMDB's node header comes first
+    others = {
+        "a.md": hashlib.sha256(b"content of a.md " * 20).hexdigest(),
+        "z.md": hashlib.sha256(b"content of z.md " * 20).hexdigest(),
+    }
+    refused = []
+    for offset in range(node, node + 8 + 16 + 48 + 4 + 200):
+        damaged = bytearray(original)
+        damaged[offset] ^= 0x10
+        vault_path.write_bytes(bytes(damaged))
+        kind, result = _in_child(vault_path, others)
+        assert kind == "ran", f"offset {offset - node}: {kind}\n{result}"
+        if "open_error" in result:
+            refused.append((offset - node, result["message"]))
+            continue
+        assert set(result["results"].values()) == {"ok"}, (offset - node, result)
+    assert all(offset < 8 and "damaged" in message for offset, message in refused), refused
