@@ -34,6 +34,7 @@ from typing import TypeVar
 
 import lmdb
 
+from . import salvage
 from .errors import (
     DiskFull,
     JournalDamaged,
@@ -70,6 +71,10 @@ COMPACTION_OWED_KEY = b"compaction-owed"
 
 def lock_path(path: Path) -> Path:
     return path.with_name(path.name + "-lock")
+
+
+def salvage_path(path: Path) -> Path:
+    return path.with_name(path.name + ".salvage")
 
 
 def reserve_path(path: Path) -> Path:
@@ -126,6 +131,9 @@ class Store:
         self._journal: Journal | None = None
         self._journal_writes = False
         self._journal_key: bytearray | None = None
+        self._env_path = path  # a salvage copy while the file's structure is damaged
+        self.salvaged: int | bool = False
+        """Set when working on a salvage copy (the number of unreadable nodes, or True)."""
         self._seq = 0
         self._pending: list[list[Op]] = []
         self._overlay: dict[tuple[int, bytes], bytes | None] = {}
@@ -135,16 +143,12 @@ class Store:
             except PermissionError as exc:
                 raise VaultUnreadable(path, "permission denied") from exc
         if not readonly:  # a compaction killed half-way leaves its copy behind
-            for stale in (self._compacting_path(), lock_path(self._compacting_path())):
+            compacting = self._compacting_path()
+            for stale in (compacting, lock_path(compacting), salvage_path(path)):
                 stale.unlink(missing_ok=True)
         try:
             if check and not create:
-                try:
-                    check_structure(path)
-                except NotAVault:
-                    if not self._restore_meta_page():
-                        raise
-                    check_structure(path)
+                self._check_or_salvage()
             size = path.stat().st_size if path.exists() else 0
             self._map_size = max(map_size or MIN_MAP_SIZE, _round_up(2 * size))
             self._open_env(create=create)
@@ -152,6 +156,49 @@ class Store:
             self._release_lock()
             raise
         self._make_reserve()
+
+    def _check_or_salvage(self) -> None:
+        """Check the file's structure; restore a damaged meta page, or read around damage."""
+        try:
+            try:
+                check_structure(self.path)
+            except NotAVault:
+                if not self._restore_meta_page():
+                    raise
+                check_structure(self.path)
+        except VaultCorrupted as exc:
+            self._salvage(exc)
+
+    def _salvage(self, refused: VaultCorrupted) -> None:
+        """Copy what can still be reached into ``<vault>.salvage`` and work on that copy.
+
+        The copy holds the same ciphertext as the vault (nothing else) and is
+        removed at close; the vault file itself is only replaced by a repair.
+        """
+        try:
+            found, skipped = salvage.read_tolerantly(self.path, DB_NAMES)
+        except (OSError, ValueError):
+            raise refused from None
+        if not found["meta"] or not found["slots"]:
+            raise refused
+        copy = salvage_path(self.path)
+        copy.unlink(missing_ok=True)
+        size = sum(len(k) + len(v) for db in found.values() for k, v in db.items())
+        env = lmdb.open(
+            str(copy), subdir=False, lock=False, max_dbs=MAX_DBS,
+            map_size=_round_up(4 * size + MIN_MAP_SIZE), meminit=True, mode=0o600,
+        )  # fmt: skip
+        try:
+            with env.begin(write=True) as txn:
+                for name in DB_NAMES:
+                    db = env.open_db(name.encode(), txn=txn)
+                    with txn.cursor(db) as cur:
+                        cur.putmulti(sorted(found[name].items()), append=True)
+        finally:
+            env.close()
+        self._env_path = copy
+        self.salvaged = skipped or True
+        log.warning("the storage structure of %s is damaged; reading around it", self.path)
 
     def _restore_meta_page(self) -> bool:
         """Rewrite a damaged LMDB meta page from the intact one; False if that is not the case.
@@ -161,9 +208,14 @@ class Store:
         data (see settle()). Done under the exclusive lock, which a reader
         takes for the moment of the repair.
         """
-        pages = _read_meta_pages(self.path)
-        good = [i for i, page in enumerate(pages) if _meta_page_ok(page, i)]
-        if len(pages) != 2 or len(good) != 1:
+        with open(self.path, "rb") as f:
+            head = f.read(2 * 65536)
+        psize = salvage.page_size(head)
+        if psize is None:
+            return False
+        pages = [head[:psize], head[psize : 2 * psize]]
+        good = [i for i, page in enumerate(pages) if salvage.meta_page_ok(page, i)]
+        if len(good) != 1:
             return False
         if self._lock_fd is None:
             raise VaultCorrupted(
@@ -200,7 +252,7 @@ class Store:
     def _open_env(self, *, create: bool) -> None:
         try:
             self.env = lmdb.open(
-                str(self.path),
+                str(self._env_path),
                 subdir=False,
                 lock=False,
                 readonly=self.readonly,
@@ -258,7 +310,14 @@ class Store:
         if env is not None:
             env.close()
             self.env = None
+        self._drop_salvage_copy()
         self._release_lock()
+
+    def _drop_salvage_copy(self) -> None:
+        if self._env_path != self.path:
+            self._env_path.unlink(missing_ok=True)
+            self._env_path = self.path
+            self.salvaged = False
 
     def _release_lock(self) -> None:
         if self._lock_fd is not None:
@@ -535,6 +594,7 @@ class Store:
         self.env.close()
         os.replace(tmp, self.path)
         _fsync_dir(self.path.parent)
+        self._drop_salvage_copy()  # the vault file is whole again
         self._open_env(create=False)
         self._make_reserve()
 
@@ -584,31 +644,6 @@ _MISSING = object()
 
 
 # -- helpers ---------------------------------------------------------------
-
-
-_P_META = 0x08
-_LMDB_MAGIC = 0xBEEFC0DE
-
-
-def _read_meta_pages(path: Path) -> list[bytes]:
-    """LMDB's two meta pages (page size from whichever page states it sanely)."""
-    with open(path, "rb") as f:
-        head = f.read(2 * 65536)
-    for start in (0, 4096):
-        size = int.from_bytes(head[start + 40 : start + 44], "little")
-        if size in (4096, 8192, 16384, 32768, 65536) and len(head) >= 2 * size:
-            return [head[:size], head[size : 2 * size]]
-    return [head[:4096], head[4096:8192]] if len(head) >= 8192 else []
-
-
-def _meta_page_ok(page: bytes, number: int) -> bool:
-    return (
-        int.from_bytes(page[0:8], "little") == number
-        and int.from_bytes(page[10:12], "little") & _P_META
-        and int.from_bytes(page[16:20], "little") == _LMDB_MAGIC
-        and int.from_bytes(page[20:24], "little") == 1
-        and int.from_bytes(page[40:44], "little") == len(page)
-    )
 
 
 def _try_exclusive(fd: int) -> bool:

@@ -90,6 +90,7 @@ _SNAPSHOT_KEY = b"snapshot"
 _ROOT_KEY = b"root"
 _MODEL_KEY = b"embedding-model"
 _ROOT_ID = b"root"
+_STRUCTURE_ID = b"structure"  # stands for damage to LMDB's own pages in `damaged`
 _ID_SIZE = 16
 
 
@@ -390,6 +391,12 @@ class Vault:
                     self._root = Meta.decode(root)
                 except (DecryptionError, RecordFormatError):
                     self.damaged[_ROOT_ID] = "the root directory's attributes are damaged"
+            if store.salvaged:  # read around a damaged structure: something may be missing
+                self._unverified = True
+                self._mark_damaged(
+                    _STRUCTURE_ID, "LMDB could not read it; what remains was read around it",
+                    "the file's storage structure",
+                )  # fmt: skip
             if txn.get(COMPACTION_OWED_KEY, db=store.dbs["state"]) is not None:
                 self.compaction_owed = True  # an earlier session never compacted
                 self.pending_shreds = 1
@@ -614,18 +621,20 @@ class Vault:
             dropped = [
                 rid
                 for rid in self.damaged
-                if rid not in self._misfiled and rid not in refiled_ids and rid != _ROOT_ID
+                if rid not in self._misfiled
+                and rid not in refiled_ids
+                and rid not in (_ROOT_ID, _STRUCTURE_ID)
             ]
             recreated = self._recreated
 
+            # Damaged entries are left out of the rewritten file rather than
+            # deleted: a damaged key may be one LMDB cannot even look up.
+            leave_out = {(db, rid) for rid in dropped for db in ("records", "keys", "derived")}
+            leave_out |= {("records", sid) for sid, _, _ in moves if sid not in refiled_ids}
+
             def txn_fn(txn) -> None:
-                for stored_id, _, _ in moves:  # all out first: records may have swapped places
-                    txn.delete(stored_id, db=dbs["records"])
                 for _, true_id, value in moves:
                     txn.put(true_id, value, db=dbs["records"])
-                for rid in dropped:
-                    for name in ("records", "keys", "derived"):
-                        txn.delete(rid, db=dbs[name])
                 for w in recreated:
                     self._put_record(txn, w)
 
@@ -643,6 +652,8 @@ class Vault:
                 for rid in dropped
             ]
             done += [f"recreated the directory {w.entry.meta.path}" for w in recreated]
+            if _STRUCTURE_ID in self.damaged:
+                done.append("rebuilt the file's storage structure from what could be read")
             if _ROOT_ID in self.damaged:
                 self._set_root(self.root_meta())
                 done.append("reset the root directory's attributes")
@@ -651,7 +662,7 @@ class Vault:
             self._misfiled.clear()
             self._recreated = []
             self._unverified = False
-            self.compact()
+            self.compact(leave_out)
             return done
 
     # -- crypto helpers --------------------------------------------------------
@@ -1329,11 +1340,12 @@ class Vault:
             if not self._store.readonly:
                 self._store.sync()
 
-    def compact(self) -> None:
+    def compact(self, leave_out: Iterable[tuple[str, bytes]] = ()) -> None:
         """Rewrite the vault file without free pages: shredded bytes are gone after this."""
         with self._lock:
             self._check_writable()
-            self._store.rebuild(leave_out=frozenset({("state", COMPACTION_OWED_KEY)}))
+            dropped = frozenset({("state", COMPACTION_OWED_KEY), *leave_out})
+            self._store.rebuild(leave_out=dropped)
             self.pending_shreds = 0
             self.compaction_owed = False
             self._dirty = False
