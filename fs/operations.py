@@ -145,22 +145,22 @@ class VaultOperations(pyfuse3.Operations):
     def _load(self, state: OpenFile) -> bytearray:
         """The file's content in its shared buffer (read from the vault once)."""
         if state.data is None:
-            meta = self.vault.by_record_id(state.record_id)
-            if meta is None:
-                raise pyfuse3.FUSEError(errno.ENOENT)
-            state.data = bytearray(self.vault.get(meta.path))
+            state.data = bytearray(self.vault.get_record(state.record_id))
         return state.data
 
     def _commit(self, state: OpenFile) -> None:
-        """Write a dirty buffer to the vault (runs in a worker thread)."""
+        """Write a dirty buffer to its record (in a worker thread when large).
+
+        By record id, never by a path read earlier: an rm or mv landing while
+        a large file is committed must not bring the file back at its old path.
+        """
         if not state.dirty or state.unlinked:
-            return
-        meta = self.vault.by_record_id(state.record_id)
-        if meta is None:
             return
         state.dirty = False
         try:
-            self.vault.put(meta.path, bytes(state.data or b""))
+            self.vault.put_record(state.record_id, bytes(state.data or b""))
+        except MemoryNotFound:
+            return  # shredded meanwhile: an unlinked file stays unlinked
         except BaseException:
             state.dirty = True
             raise
@@ -258,18 +258,24 @@ class VaultOperations(pyfuse3.Operations):
                 raise pyfuse3.FUSEError(errno.EISDIR)
 
             def truncate() -> None:
-                data = self._load(state) if state is not None else bytearray(self.vault.get(path))
+                # By record id: this thread may run after an rm or mv of the path.
+                if state is not None:
+                    data = self._load(state)
+                else:
+                    data = bytearray(self.vault.get_record(record_id))
                 del data[attr.st_size :]
                 data.extend(bytes(attr.st_size - len(data)))
                 if state is not None:  # open handles see the new size at once
                     state.dirty = True
                     self._commit(state)
                 else:
-                    self.vault.put(path, bytes(data))
+                    self.vault.put_record(record_id, data)
 
             await self._in_thread(truncate)
+            path = self._path(inode)  # a rename may have landed meanwhile
         elif state is not None and state.dirty:
             await self._commit_soon(state)  # so that new times stick
+            path = self._path(inode)
         changes = {}
         if fields.update_mode:
             changes["mode"] = stat.S_IMODE(attr.st_mode)

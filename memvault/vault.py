@@ -559,20 +559,30 @@ class Vault:
 
     def get(self, path: str) -> bytes:
         with self._lock:
-            norm = paths.normalize(path)
-            entry = self._entry(norm)
-            if entry.meta.is_dir:
-                raise IsADirectory(norm)
-            with self._store.read() as txn:
-                value = txn.get(entry.record_id, db=self._store.dbs["records"])
-                if value is None:
-                    raise MemoryCorrupted(norm)
-                try:
-                    _, _, sealed_body = records.unpack(value)
-                    ad = self._ad(Kind.BODY, entry.record_id, entry.meta.body_gen)
-                    return bytes(open_sealed(entry.data_key, sealed_body, ad))
-                except (DecryptionError, RecordFormatError):
-                    raise MemoryCorrupted(norm) from None
+            return self._read_body(self._entry(paths.normalize(path)))
+
+    def get_record(self, record_id: bytes) -> bytes:
+        """The content of a file record wherever it lives now (MemoryNotFound once gone)."""
+        with self._lock:
+            entry = self._by_id.get(record_id)
+            if entry is None:
+                raise MemoryNotFound(record_id.hex())
+            return self._read_body(entry)
+
+    def _read_body(self, entry: Entry) -> bytes:
+        norm = entry.meta.path
+        if entry.meta.is_dir:
+            raise IsADirectory(norm)
+        with self._store.read() as txn:
+            value = txn.get(entry.record_id, db=self._store.dbs["records"])
+            if value is None:
+                raise MemoryCorrupted(norm)
+            try:
+                _, _, sealed_body = records.unpack(value)
+                ad = self._ad(Kind.BODY, entry.record_id, entry.meta.body_gen)
+                return bytes(open_sealed(entry.data_key, sealed_body, ad))
+            except (DecryptionError, RecordFormatError):
+                raise MemoryCorrupted(norm) from None
 
     def readlink(self, path: str) -> str:
         with self._lock:
@@ -629,30 +639,65 @@ class Vault:
                 existing = self._by_path.get(norm)
                 if norm in new_dirs or (existing is not None and existing.meta.is_dir):
                     raise IsADirectory(norm)
-                if existing is not None:
-                    meta = existing.meta.evolve(
-                        size=len(data),
-                        mtime_ns=mtime,
-                        ctime_ns=now,
-                        mode=existing.meta.mode if mode is None else mode,
-                    )
-                    meta = replace(meta, body_gen=meta.gen)
-                    entry = Entry(existing.record_id, meta, existing.data_key)
-                    write = _Write(entry, existing.meta.gen, None)
-                else:
-                    file_mode = records.DEFAULT_FILE_MODE if mode is None else mode
-                    meta = Meta(
-                        norm, FILE, file_mode, len(data), mtime, now, 1, 1,
-                        os.getuid(), os.getgid(),
-                    )  # fmt: skip
-                    write = self._new_record(meta)
-                write.sealed_body = self._seal_body(write.entry, data)
+                write = self._file_write(norm, existing, data, now, mtime, mode)
                 writes.append(write)
-                metas.append(meta)
+                metas.append(write.entry.meta)
                 events.append(("put", write.entry.record_id, norm, data))
             self._commit(writes)
         self._notify(events)
         return metas
+
+    def put_record(self, record_id: bytes, data: bytes | bytearray) -> Meta:
+        """Store ``data`` as the content of a file record, wherever it lives now.
+
+        The filesystem commits through this: a path read before the vault's
+        lock may name another record by then (rm, mv), a record id cannot.
+        Raises MemoryNotFound once the record is gone (shredded).
+        """
+        with self._lock:
+            self._check_writable()
+            entry = self._by_id.get(record_id)
+            if entry is None:
+                raise MemoryNotFound(record_id.hex())
+            norm = entry.meta.path
+            if entry.meta.type != FILE:
+                raise IsADirectory(norm)
+            if len(data) > MAX_MEMORY_SIZE:
+                raise TooLarge(norm, len(data), MAX_MEMORY_SIZE)
+            now = time.time_ns()
+            write = self._file_write(norm, entry, data, now, now, None)
+            self._commit([write])
+        self._notify([("put", record_id, norm, data)])
+        return write.entry.meta
+
+    def _file_write(
+        self,
+        norm: str,
+        existing: Entry | None,
+        data: bytes | bytearray,
+        now: int,
+        mtime: int,
+        mode: int | None,
+    ) -> _Write:
+        """The write storing ``data`` as a file: a new version of ``existing``, or a new record."""
+        if existing is not None:
+            meta = existing.meta.evolve(
+                size=len(data),
+                mtime_ns=mtime,
+                ctime_ns=now,
+                mode=existing.meta.mode if mode is None else mode,
+            )
+            meta = replace(meta, body_gen=meta.gen)
+            entry = Entry(existing.record_id, meta, existing.data_key)
+            write = _Write(entry, existing.meta.gen, None)
+        else:
+            file_mode = records.DEFAULT_FILE_MODE if mode is None else mode
+            meta = Meta(
+                norm, FILE, file_mode, len(data), mtime, now, 1, 1, os.getuid(), os.getgid(),
+            )  # fmt: skip
+            write = self._new_record(meta)
+        write.sealed_body = self._seal_body(write.entry, data)
+        return write
 
     def mkdir(self, path: str, *, mode: int | None = None, parents: bool = False) -> Meta:
         with self._lock:
