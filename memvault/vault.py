@@ -890,8 +890,10 @@ class Vault:
                 if target.meta.is_dir and self._children.get(dst):
                     raise DirectoryNotEmpty(dst)
                 shreds.append(target)
+            moving = [entry, *self._subtree(src)]
+            self._check_moved_paths(src, dst, moving)
             writes = self._parent_dirs(dst, now)
-            for e in [entry, *self._subtree(src)]:
+            for e in moving:
                 new_path = dst + e.meta.path[len(src) :]
                 meta = e.meta.evolve(path=new_path, ctime_ns=now)
                 writes.append(_Write(Entry(e.record_id, meta, e.data_key), e.meta.gen, None))
@@ -909,11 +911,27 @@ class Vault:
                 raise InvalidMove(first, second, "one contains the other")
             now = time.time_ns()
             writes = []
-            for src, dst in ((first, second), (second, first)):
-                for e in [self._entry(src), *self._subtree(src)]:
+            moves = [
+                (s, d, [self._entry(s), *self._subtree(s)])
+                for s, d in ((first, second), (second, first))
+            ]
+            for src, dst, moving in moves:
+                self._check_moved_paths(src, dst, moving)
+            for src, dst, moving in moves:
+                for e in moving:
                     meta = e.meta.evolve(path=dst + e.meta.path[len(src) :], ctime_ns=now)
                     writes.append(_Write(Entry(e.record_id, meta, e.data_key), e.meta.gen, None))
             self._commit(writes)
+
+    @staticmethod
+    def _check_moved_paths(src: str, dst: str, moving: list[Entry]) -> None:
+        """Refuse a move that would push a descendant past the path limit.
+
+        Checked before anything changes: such an entry could no longer be
+        listed, read or removed, through the mount or the CLI.
+        """
+        for e in moving:
+            paths.check_length(dst + e.meta.path[len(src) :])
 
     def _subtree(self, norm: str) -> list[Entry]:
         """Every entry strictly below the directory ``norm`` (none for a file)."""

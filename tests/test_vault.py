@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import multiprocessing
 
 import pytest
@@ -265,3 +266,22 @@ def test_put_record_after_delete_or_rename_never_recreates_the_old_path(vault_pa
     with reopen(vault_path) as again:
         assert [m.path for m in again.walk()] == ["dir", "dir/new-name.md"]
         assert again.get("dir/new-name.md") == b"new content"
+
+
+def test_rename_that_pushes_a_descendant_past_the_path_limit_is_refused(vault_path, vault):
+    """Issue 9: renaming an ancestor must not make any path below it too long."""
+    deep = "/".join(["d", *(["n" * 250] * 16), "leaf.md"])  # 4025 bytes: fits
+    vault.put(deep, b"deep")
+    vault.put("long-" + "x" * 250, b"file with a long name")
+    before = [(m.path, m.gen) for m in vault.walk()]
+    with pytest.raises(errors.PathTooLong) as caught:
+        vault.rename("d", "e" * 100)  # leaf.md would be 4124 bytes
+    assert caught.value.errno == errno.ENAMETOOLONG
+    with pytest.raises(errors.PathTooLong):
+        vault.exchange("d", "long-" + "x" * 250)
+    assert [(m.path, m.gen) for m in vault.walk()] == before, "a refused move changes nothing"
+    vault.rename("d", "e" * 70)  # 4094 bytes: still fits
+    assert vault.get("e" * 70 + deep[1:]) == b"deep"
+    vault.close()
+    with reopen(vault_path) as again:
+        assert again.get("e" * 70 + deep[1:]) == b"deep"
