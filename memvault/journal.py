@@ -27,6 +27,7 @@ from pathlib import Path
 _HEAD = struct.Struct(">IQ")  # payload length, sequence number
 _OP = struct.Struct(">BBHI")  # database index, op, key length, value length
 _MAC_SIZE = 32
+_IOV_MAX = os.sysconf("SC_IOV_MAX")
 PUT, DELETE = 1, 2
 
 
@@ -46,13 +47,14 @@ def journal_path(vault: Path) -> Path:
     return vault.with_name(vault.name + "-journal")
 
 
-def _encode(ops: list[Op]) -> bytes:
+def _encode(ops: list[Op]) -> list[bytes]:
+    """The payload as parts, not joined: a 256 MiB value is not copied."""
     parts = []
     for op in ops:
         parts.append(_OP.pack(op.db, op.kind, len(op.key), len(op.value)))
         parts.append(op.key)
         parts.append(op.value)
-    return b"".join(parts)
+    return parts
 
 
 def _decode(payload: bytes) -> list[Op]:
@@ -76,22 +78,28 @@ class Journal:
         self._fd = os.open(path, flags | os.O_CLOEXEC, 0o600)
         self.size = os.fstat(self._fd).st_size
 
-    def _mac(self, head: bytes, payload: bytes) -> bytes:
-        return hashlib.blake2b(head + payload, key=self._key, digest_size=_MAC_SIZE).digest()
+    def _mac(self, *parts: bytes) -> bytes:
+        mac = hashlib.blake2b(key=self._key, digest_size=_MAC_SIZE)
+        for part in parts:
+            mac.update(part)
+        return mac.digest()
 
     def append(self, seq: int, ops: list[Op]) -> None:
-        """Append one entry with a single write(); on any failure, leave no partial entry."""
-        payload = _encode(ops)
-        head = _HEAD.pack(len(payload), seq)
-        entry = head + payload + self._mac(head, payload)
+        """Append one entry with a single writev(); on any failure, leave no partial entry."""
+        parts = _encode(ops)
+        head = _HEAD.pack(sum(map(len, parts)), seq)
+        entry = [head, *parts, self._mac(head, *parts)]
+        if len(entry) > _IOV_MAX:
+            entry = [b"".join(entry)]  # many small values: one copy is cheap
+        size = sum(map(len, entry))
         try:
-            written = os.write(self._fd, entry)
-            if written != len(entry):
+            written = os.writev(self._fd, entry)
+            if written != size:
                 raise OSError(28, "short write to the journal")
         except OSError:
             os.ftruncate(self._fd, self.size)
             raise
-        self.size += len(entry)
+        self.size += size
 
     def entries(self) -> Iterator[tuple[int, list[Op]]]:
         """Valid entries in order; stops at a torn tail, raises on a forged entry."""

@@ -1075,6 +1075,8 @@ class Vault:
                 txn.put(_COMPACTION_OWED_KEY, b"", db=dbs["state"])
 
         self._store.write(txn_fn)
+        for w in writes:  # stored now: a flush below must not find a second copy alive
+            w.sealed_body = None
         self._snapshot_stored = False
         self._dirty = True
         self._acc = acc

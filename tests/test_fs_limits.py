@@ -58,3 +58,35 @@ def test_rename_pushing_a_descendant_past_the_path_limit_is_enametoolong(tmp_pat
         assert m.unlock().returncode == 0
         assert os.listdir(m.root) == ["d"]
         assert _read_deep_leaf(str(top)) == b"deep memory\n"
+
+
+def _memory_mib(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (peak RSS) of a process, in MiB."""
+    found = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                found[key] = int(value.split()[0]) // 1024
+    return found
+
+
+def test_daemon_peak_rss_writing_the_largest_file_stays_near_3x_its_size(tmp_path):
+    """Issue 9: one 256 MiB file took the daemon to 1.8 GB (seven copies on the way)."""
+    size_mib = 256  # the largest memory there is
+    chunk = os.urandom(1 << 20)
+    with mounted(tmp_path) as m:
+        pid = m.daemon_pid()
+        try:
+            with open(f"/proc/{pid}/clear_refs", "w") as f:
+                f.write("5")  # reset the peak to the current RSS
+        except PermissionError:
+            pytest.skip("resetting the daemon's peak RSS needs root (the daemon is not dumpable)")
+        before = _memory_mib(pid)["VmRSS"]
+        with open(m.root / "big.bin", "wb") as f:
+            for _ in range(size_mib):
+                f.write(chunk)
+        growth = _memory_mib(pid)["VmHWM"] - before
+        assert growth < 4 * size_mib, f"peak RSS grew by {growth} MiB for a {size_mib} MiB file"
+        with open(m.root / "big.bin", "rb") as f:
+            assert all(f.read(1 << 20) == chunk for _ in range(size_mib)) and f.read() == b""

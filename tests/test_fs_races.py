@@ -75,3 +75,21 @@ def test_rename_racing_a_large_close_moves_the_new_content(tmp_path):
         names = sorted(os.listdir(m.root))
         assert names == sorted(f"b-{i}.bin" for i in range(TRIES))
         assert all((m.root / name).read_bytes() == new for name in names)
+
+
+def test_writes_racing_a_large_commit_of_the_same_file_are_kept(tmp_path):
+    """A commit encrypts the open file's buffer itself: a write through another
+    descriptor meanwhile (here one that extends the file) must neither fail
+    nor be lost."""
+    first, more = os.urandom(BIG), os.urandom(1 << 20)
+    with mounted(tmp_path) as m:
+        for i in range(TRIES // 2):
+            path = m.root / f"shared-{i}.bin"
+            closing = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+            os.write(closing, first)
+            other = os.open(path, os.O_WRONLY)
+            try:
+                _close_racing(closing, lambda fd=other: os.pwrite(fd, more, BIG), _delay(2 * i))
+            finally:
+                os.close(other)
+            assert path.read_bytes() == first + more, f"try {i}: a racing write was lost"
