@@ -10,6 +10,7 @@ if the daemon dies.
 from __future__ import annotations
 
 import itertools
+import threading
 from dataclasses import dataclass, field
 
 
@@ -20,6 +21,20 @@ class OpenFile:
     dirty: bool = False
     handles: set[int] = field(default_factory=set)
     unlinked: bool = False  # shredded while open: reads go on, nothing is saved
+    committing: bytearray | None = None  # the buffer a commit is encrypting, not copied
+    lock: threading.Lock = field(default_factory=threading.Lock)  # guards the two above
+
+    def writable(self) -> bytearray:
+        """The buffer to change in place (call with ``lock`` held).
+
+        A commit encrypts the buffer itself rather than a copy of it (a copy
+        of a 256 MiB file costs 256 MiB more), so a change arriving meanwhile
+        goes to a copy instead of resizing the buffer under the encryption.
+        """
+        assert self.data is not None
+        if self.data is self.committing:
+            self.data = bytearray(self.data)
+        return self.data
 
 
 class OpenFiles:

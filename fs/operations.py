@@ -145,25 +145,31 @@ class VaultOperations(pyfuse3.Operations):
     def _load(self, state: OpenFile) -> bytearray:
         """The file's content in its shared buffer (read from the vault once)."""
         if state.data is None:
-            meta = self.vault.by_record_id(state.record_id)
-            if meta is None:
-                raise pyfuse3.FUSEError(errno.ENOENT)
-            state.data = bytearray(self.vault.get(meta.path))
+            state.data = bytearray(self.vault.get_record(state.record_id))
         return state.data
 
     def _commit(self, state: OpenFile) -> None:
-        """Write a dirty buffer to the vault (runs in a worker thread)."""
-        if not state.dirty or state.unlinked:
-            return
-        meta = self.vault.by_record_id(state.record_id)
-        if meta is None:
-            return
-        state.dirty = False
+        """Write a dirty buffer to its record (in a worker thread when large).
+
+        By record id, never by a path read earlier: an rm or mv landing while
+        a large file is committed must not bring the file back at its old path.
+        """
+        with state.lock:
+            if not state.dirty or state.unlinked:
+                return
+            state.dirty = False
+            data = state.committing = state.data if state.data is not None else bytearray()
         try:
-            self.vault.put(meta.path, bytes(state.data or b""))
+            self.vault.put_record(state.record_id, data)  # the buffer itself: see writable()
+        except MemoryNotFound:
+            return  # shredded meanwhile: an unlinked file stays unlinked
         except BaseException:
             state.dirty = True
             raise
+        finally:
+            with state.lock:
+                if state.committing is data:
+                    state.committing = None
 
     def _keep_open_data(self, path: str) -> None:
         """Before a record is shredded or replaced, let its open handles keep reading."""
@@ -258,18 +264,26 @@ class VaultOperations(pyfuse3.Operations):
                 raise pyfuse3.FUSEError(errno.EISDIR)
 
             def truncate() -> None:
-                data = self._load(state) if state is not None else bytearray(self.vault.get(path))
-                del data[attr.st_size :]
-                data.extend(bytes(attr.st_size - len(data)))
-                if state is not None:  # open handles see the new size at once
+                # By record id: this thread may run after an rm or mv of the path.
+                if state is None:
+                    data = bytearray(self.vault.get_record(record_id))
+                    del data[attr.st_size :]
+                    data.extend(bytes(attr.st_size - len(data)))
+                    self.vault.put_record(record_id, data)
+                    return
+                self._load(state)
+                with state.lock:  # open handles see the new size at once
+                    data = state.writable()
+                    del data[attr.st_size :]
+                    data.extend(bytes(attr.st_size - len(data)))
                     state.dirty = True
-                    self._commit(state)
-                else:
-                    self.vault.put(path, bytes(data))
+                self._commit(state)
 
             await self._in_thread(truncate)
+            path = self._path(inode)  # a rename may have landed meanwhile
         elif state is not None and state.dirty:
             await self._commit_soon(state)  # so that new times stick
+            path = self._path(inode)
         changes = {}
         if fields.update_mode:
             changes["mode"] = stat.S_IMODE(attr.st_mode)
@@ -464,11 +478,13 @@ class VaultOperations(pyfuse3.Operations):
         state = self.files.get(fh)
         if off + len(buf) > MAX_MEMORY_SIZE:
             raise pyfuse3.FUSEError(errno.EFBIG)
-        data = await self._ensure_loaded(state)
-        if off > len(data):
-            data.extend(bytes(off - len(data)))
-        data[off : off + len(buf)] = buf
-        state.dirty = True
+        await self._ensure_loaded(state)
+        with state.lock:  # held for a memcpy at most: commits hold it only to start and end
+            data = state.writable()
+            if off > len(data):
+                data.extend(bytes(off - len(data)))
+            data[off : off + len(buf)] = buf
+            state.dirty = True
         return len(buf)
 
     @fuse_errors

@@ -113,6 +113,12 @@ class BadPath(MemvaultError):
     errno = _errno.EINVAL
 
 
+class PathTooLong(BadPath):
+    """Invalid memory path {0!r}: {1}."""
+
+    errno = _errno.ENAMETOOLONG
+
+
 class MemoryNotFound(MemvaultError):
     """No memory at {0!r}."""
 

@@ -35,6 +35,7 @@ _FILE_HEAD = struct.Struct(">4s16sQ")  # magic, boot id, last sequence number
 _MAGIC = b"MVJ2"
 _MAC_SIZE = 32
 HEADER_SIZE = _FILE_HEAD.size + _MAC_SIZE
+_IOV_MAX = os.sysconf("SC_IOV_MAX")
 PUT, DELETE = 1, 2
 
 BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
@@ -73,13 +74,14 @@ def journal_path(vault: Path) -> Path:
     return vault.with_name(vault.name + "-journal")
 
 
-def _encode(ops: list[Op]) -> bytes:
+def _encode(ops: list[Op]) -> list[bytes]:
+    """The payload as parts, not joined: a 256 MiB value is not copied."""
     parts = []
     for op in ops:
         parts.append(_OP.pack(op.db, op.kind, len(op.key), len(op.value)))
         parts.append(op.key)
         parts.append(op.value)
-    return b"".join(parts)
+    return parts
 
 
 def _decode(payload: bytes) -> list[Op]:
@@ -127,7 +129,10 @@ class Journal:
         self.size = os.fstat(self._fd).st_size
 
     def _mac(self, *parts: bytes) -> bytes:
-        return hashlib.blake2b(b"".join(parts), key=self._key, digest_size=_MAC_SIZE).digest()
+        mac = hashlib.blake2b(key=self._key, digest_size=_MAC_SIZE)
+        for part in parts:
+            mac.update(part)
+        return mac.digest()
 
     def _header(self, seq: int) -> bytes:
         head = _FILE_HEAD.pack(_MAGIC, self._boot, seq)
@@ -148,18 +153,20 @@ class Journal:
 
     def append(self, seq: int, ops: list[Op]) -> None:
         """Append one entry with a single write, then the header; on failure leave neither."""
-        payload = _encode(ops)
-        head = _HEAD.pack(len(payload), seq)
-        entry = head + payload + self._mac(head, payload)
+        parts = _encode(ops)
+        head = _HEAD.pack(sum(map(len, parts)), seq)
+        entry = [head, *parts, self._mac(head, *parts)]
+        if len(entry) > _IOV_MAX:
+            entry = [b"".join(entry)]  # many small values: one copy is cheap
+        size = sum(map(len, entry))
         try:
-            written = os.pwrite(self._fd, entry, self.size)
-            if written != len(entry):
+            if os.pwritev(self._fd, entry, self.size) != size:
                 raise OSError(28, "short write to the journal")
             os.pwrite(self._fd, self._header(seq), 0)
         except OSError:
             os.ftruncate(self._fd, self.size)
             raise
-        self.size += len(entry)
+        self.size += size
 
     def read(self) -> Contents:
         """The header and the entries that verify, in order, up to the first that does not."""

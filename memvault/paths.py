@@ -7,7 +7,7 @@ refused, so no two spellings name the same memory.
 
 from __future__ import annotations
 
-from .errors import BadPath
+from .errors import BadPath, PathTooLong
 
 MAX_NAME_BYTES = 255
 MAX_PATH_BYTES = 4096
@@ -46,11 +46,17 @@ def normalize(path: str, *, allow_root: bool = False) -> str:
         raise BadPath(path, "a memory needs a file name")
     for part in stripped.split("/"):
         check_name(part, path)
-    if len(stripped.encode("utf-8")) > MAX_PATH_BYTES:
-        raise BadPath(path, f"a path is at most {MAX_PATH_BYTES} bytes")
+    check_length(stripped)
     if stripped.split("/", 1)[0] in RESERVED_TOP_LEVEL:
         raise BadPath(path, "the top-level 'search' directory is reserved for queries")
     return stripped
+
+
+def check_length(path: str) -> str:
+    """Refuse a path over MAX_PATH_BYTES (also every path a rename would produce)."""
+    if len(path.encode("utf-8")) > MAX_PATH_BYTES:
+        raise PathTooLong(path, f"a path is at most {MAX_PATH_BYTES} bytes")
+    return path
 
 
 def parent(path: str) -> str:

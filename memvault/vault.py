@@ -768,24 +768,34 @@ class Vault:
 
     def get(self, path: str) -> bytes:
         with self._lock:
-            norm = paths.normalize(path)
-            entry = self._entry(norm)
-            if entry.meta.is_dir:
-                raise IsADirectory(norm)
-            with self._store.read() as txn:
-                value = self._stored_record(txn, entry.record_id)
-                if value is None:
-                    raise MemoryCorrupted(norm)
-                try:
-                    _, _, sealed_body = records.unpack(value)
-                    ad = self._ad(Kind.BODY, entry.record_id, entry.meta.body_gen)
-                    plain = open_sealed(entry.data_key, sealed_body, ad)
-                except (DecryptionError, RecordFormatError):
-                    raise MemoryCorrupted(norm) from None
-                if len(plain) < entry.meta.size:
-                    raise MemoryCorrupted(norm)
-                del plain[entry.meta.size :]  # the padding
-                return bytes(plain)
+            return self._read_body(self._entry(paths.normalize(path)))
+
+    def get_record(self, record_id: bytes) -> bytes:
+        """The content of a file record wherever it lives now (MemoryNotFound once gone)."""
+        with self._lock:
+            entry = self._by_id.get(record_id)
+            if entry is None:
+                raise MemoryNotFound(record_id.hex())
+            return self._read_body(entry)
+
+    def _read_body(self, entry: Entry) -> bytes:
+        norm = entry.meta.path
+        if entry.meta.is_dir:
+            raise IsADirectory(norm)
+        with self._store.read() as txn:
+            value = self._stored_record(txn, entry.record_id)
+            if value is None:
+                raise MemoryCorrupted(norm)
+            try:
+                _, _, sealed_body = records.unpack(value)
+                ad = self._ad(Kind.BODY, entry.record_id, entry.meta.body_gen)
+                plain = open_sealed(entry.data_key, sealed_body, ad)
+            except (DecryptionError, RecordFormatError):
+                raise MemoryCorrupted(norm) from None
+        if len(plain) < entry.meta.size:
+            raise MemoryCorrupted(norm)
+        del plain[entry.meta.size :]  # the padding
+        return bytes(plain)
 
     def _stored_record(self, txn, record_id: bytes):
         """A record's stored value; found by a scan if a damaged key broke the B-tree's order.
@@ -856,30 +866,65 @@ class Vault:
                 existing = self._by_path.get(norm)
                 if norm in new_dirs or (existing is not None and existing.meta.is_dir):
                     raise IsADirectory(norm)
-                if existing is not None:
-                    meta = existing.meta.evolve(
-                        size=len(data),
-                        mtime_ns=mtime,
-                        ctime_ns=now,
-                        mode=existing.meta.mode if mode is None else mode,
-                    )
-                    meta = replace(meta, body_gen=meta.gen)
-                    entry = Entry(existing.record_id, meta, existing.data_key)
-                    write = _Write(entry, existing.meta.gen, None)
-                else:
-                    file_mode = records.DEFAULT_FILE_MODE if mode is None else mode
-                    meta = Meta(
-                        norm, FILE, file_mode, len(data), mtime, now, 1, 1,
-                        os.getuid(), os.getgid(),
-                    )  # fmt: skip
-                    write = self._new_record(meta)
-                write.sealed_body = self._seal_body(write.entry, data)
+                write = self._file_write(norm, existing, data, now, mtime, mode)
                 writes.append(write)
-                metas.append(meta)
+                metas.append(write.entry.meta)
                 events.append(("put", write.entry.record_id, norm, data))
             self._commit(writes)
         self._notify(events)
         return metas
+
+    def put_record(self, record_id: bytes, data: bytes | bytearray) -> Meta:
+        """Store ``data`` as the content of a file record, wherever it lives now.
+
+        The filesystem commits through this: a path read before the vault's
+        lock may name another record by then (rm, mv), a record id cannot.
+        Raises MemoryNotFound once the record is gone (shredded).
+        """
+        with self._lock:
+            self._check_writable()
+            entry = self._by_id.get(record_id)
+            if entry is None:
+                raise MemoryNotFound(record_id.hex())
+            norm = entry.meta.path
+            if entry.meta.type != FILE:
+                raise IsADirectory(norm)
+            if len(data) > MAX_MEMORY_SIZE:
+                raise TooLarge(norm, len(data), MAX_MEMORY_SIZE)
+            now = time.time_ns()
+            write = self._file_write(norm, entry, data, now, now, None)
+            self._commit([write])
+        self._notify([("put", record_id, norm, data)])
+        return write.entry.meta
+
+    def _file_write(
+        self,
+        norm: str,
+        existing: Entry | None,
+        data: bytes | bytearray,
+        now: int,
+        mtime: int,
+        mode: int | None,
+    ) -> _Write:
+        """The write storing ``data`` as a file: a new version of ``existing``, or a new record."""
+        if existing is not None:
+            meta = existing.meta.evolve(
+                size=len(data),
+                mtime_ns=mtime,
+                ctime_ns=now,
+                mode=existing.meta.mode if mode is None else mode,
+            )
+            meta = replace(meta, body_gen=meta.gen)
+            entry = Entry(existing.record_id, meta, existing.data_key)
+            write = _Write(entry, existing.meta.gen, None)
+        else:
+            file_mode = records.DEFAULT_FILE_MODE if mode is None else mode
+            meta = Meta(
+                norm, FILE, file_mode, len(data), mtime, now, 1, 1, os.getuid(), os.getgid(),
+            )  # fmt: skip
+            write = self._new_record(meta)
+        write.sealed_body = self._seal_body(write.entry, data)
+        return write
 
     def mkdir(self, path: str, *, mode: int | None = None, parents: bool = False) -> Meta:
         with self._lock:
@@ -1068,8 +1113,10 @@ class Vault:
                 if target.meta.is_dir and self._children.get(dst):
                     raise DirectoryNotEmpty(dst)
                 shreds.append(target)
+            moving = [entry, *self._subtree(src)]
+            self._check_moved_paths(src, dst, moving)
             writes = self._parent_dirs(dst, now)
-            for e in [entry, *self._subtree(src)]:
+            for e in moving:
                 new_path = dst + e.meta.path[len(src) :]
                 meta = e.meta.evolve(path=new_path, ctime_ns=now)
                 writes.append(_Write(Entry(e.record_id, meta, e.data_key), e.meta.gen, None))
@@ -1087,11 +1134,27 @@ class Vault:
                 raise InvalidMove(first, second, "one contains the other")
             now = time.time_ns()
             writes = []
-            for src, dst in ((first, second), (second, first)):
-                for e in [self._entry(src), *self._subtree(src)]:
+            moves = [
+                (s, d, [self._entry(s), *self._subtree(s)])
+                for s, d in ((first, second), (second, first))
+            ]
+            for src, dst, moving in moves:
+                self._check_moved_paths(src, dst, moving)
+            for src, dst, moving in moves:
+                for e in moving:
                     meta = e.meta.evolve(path=dst + e.meta.path[len(src) :], ctime_ns=now)
                     writes.append(_Write(Entry(e.record_id, meta, e.data_key), e.meta.gen, None))
             self._commit(writes)
+
+    @staticmethod
+    def _check_moved_paths(src: str, dst: str, moving: list[Entry]) -> None:
+        """Refuse a move that would push a descendant past the path limit.
+
+        Checked before anything changes: such an entry could no longer be
+        listed, read or removed, through the mount or the CLI.
+        """
+        for e in moving:
+            paths.check_length(dst + e.meta.path[len(src) :])
 
     def _subtree(self, norm: str) -> list[Entry]:
         """Every entry strictly below the directory ``norm`` (none for a file)."""
@@ -1275,6 +1338,8 @@ class Vault:
             if writes or not self._store.release_reserve():
                 raise
             self._write(txn_fn, acc, owes_compaction=owed)  # a shred frees space: use the reserve
+        for w in writes:  # stored now: a flush below must not find a second copy alive
+            w.sealed_body = None
         self._snapshot_stored = False
         self._acc = acc
         for s in shreds:

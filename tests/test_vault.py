@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import multiprocessing
 
 import pytest
@@ -241,3 +242,46 @@ def test_exchange_swaps_files_and_trees(vault_path, vault):
     vault.close()
     with reopen(vault_path) as again:
         assert again.get("b.md/x.md") == b"ax" and again.get("a") == b"b"
+
+
+def test_put_record_after_delete_or_rename_never_recreates_the_old_path(vault_path, vault):
+    """Issue 9: a commit by record id follows a rename and fails after a shred."""
+    vault.put("moved.md", b"old")
+    vault.put("gone.md", b"old")
+    moved, gone = vault.record_id("moved.md"), vault.record_id("gone.md")
+    vault.rename("moved.md", "dir/new-name.md")
+    vault.delete("gone.md")
+    meta = vault.put_record(moved, b"new content")
+    assert meta.path == "dir/new-name.md" and meta.size == 11
+    assert vault.get("dir/new-name.md") == b"new content"
+    assert vault.get_record(moved) == b"new content"
+    with pytest.raises(errors.MemoryNotFound):
+        vault.put_record(gone, b"resurrected?")
+    with pytest.raises(errors.MemoryNotFound):
+        vault.get_record(gone)
+    with pytest.raises(errors.IsADirectory):
+        vault.put_record(vault.record_id("dir"), b"x")
+    assert not vault.exists("moved.md") and not vault.exists("gone.md")
+    vault.close()
+    with reopen(vault_path) as again:
+        assert [m.path for m in again.walk()] == ["dir", "dir/new-name.md"]
+        assert again.get("dir/new-name.md") == b"new content"
+
+
+def test_rename_that_pushes_a_descendant_past_the_path_limit_is_refused(vault_path, vault):
+    """Issue 9: renaming an ancestor must not make any path below it too long."""
+    deep = "/".join(["d", *(["n" * 250] * 16), "leaf.md"])  # 4025 bytes: fits
+    vault.put(deep, b"deep")
+    vault.put("long-" + "x" * 250, b"file with a long name")
+    before = [(m.path, m.gen) for m in vault.walk()]
+    with pytest.raises(errors.PathTooLong) as caught:
+        vault.rename("d", "e" * 100)  # leaf.md would be 4124 bytes
+    assert caught.value.errno == errno.ENAMETOOLONG
+    with pytest.raises(errors.PathTooLong):
+        vault.exchange("d", "long-" + "x" * 250)
+    assert [(m.path, m.gen) for m in vault.walk()] == before, "a refused move changes nothing"
+    vault.rename("d", "e" * 70)  # 4094 bytes: still fits
+    assert vault.get("e" * 70 + deep[1:]) == b"deep"
+    vault.close()
+    with reopen(vault_path) as again:
+        assert again.get("e" * 70 + deep[1:]) == b"deep"
