@@ -18,6 +18,7 @@ from pathlib import Path
 
 from . import __version__
 from .crypto import DEFAULT_KDF, KdfParams
+from .crypto import kdf as kdf_limits
 from .errors import MemvaultError, PassphraseError, VaultExists, VaultInUse
 from .fs.runtime import MountError, MountRecord, clean_stale, is_stale, mounted_at, unmount
 from .mounted import MountedVault
@@ -109,9 +110,19 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"search index: {record.search_index}")
     print(f"keyslots:  {len(info.slots)}")
     for slot in info.slots:
-        kdf = slot.kdf.describe() if hasattr(slot, "kdf") else "damaged"
-        print(f"  slot {slot.index}: {kdf}")
+        print(f"  slot {slot.index}: {_slot_kdf(slot)}")
     return 0
+
+
+def _slot_kdf(slot) -> str:
+    """A slot's KDF as stored: nothing vouches for it until a passphrase opens it."""
+    if not hasattr(slot, "kdf"):
+        return "damaged"
+    try:
+        slot.kdf.validate()
+    except ValueError:
+        return f"{slot.kdf.describe()} (over the limits: unlock will refuse it)"
+    return f"{slot.kdf.describe()} (unverified until unlock)"
 
 
 def cmd_put(args: argparse.Namespace) -> int:
@@ -408,21 +419,24 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=DEFAULT_KDF.time_cost,
         metavar="N",
-        help=f"Argon2id passes (default {DEFAULT_KDF.time_cost})",
+        help=f"Argon2id passes (default {DEFAULT_KDF.time_cost}, "
+        f"at most {kdf_limits.MAX_TIME_COST})",
     )
     p.add_argument(
         "--kdf-memory",
         type=int,
         default=DEFAULT_KDF.memory_kib // 1024,
         metavar="MIB",
-        help=f"Argon2id memory in MiB (default {DEFAULT_KDF.memory_kib // 1024})",
+        help=f"Argon2id memory in MiB (default {DEFAULT_KDF.memory_kib // 1024}, "
+        f"{kdf_limits.MIN_MEMORY_KIB // 1024} to {kdf_limits.MAX_MEMORY_KIB // 1024})",
     )
     p.add_argument(
         "--kdf-parallelism",
         type=int,
         default=DEFAULT_KDF.parallelism,
         metavar="N",
-        help=f"Argon2id lanes (default {DEFAULT_KDF.parallelism})",
+        help=f"Argon2id lanes (default {DEFAULT_KDF.parallelism}, "
+        f"at most {kdf_limits.MAX_PARALLELISM})",
     )
     add(
         "status",

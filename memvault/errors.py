@@ -49,6 +49,11 @@ class WrongPassphrase(MemvaultError):
     errno = _errno.EACCES
 
 
+class UnreasonableKdf(MemvaultError):
+    """Keyslot {0} asks for an unreasonable KDF cost ({1}; {2}); \
+the vault may have been tampered with."""
+
+
 class VaultCorrupted(MemvaultError):
     """The vault {0} is damaged ({1}); restore it from a backup or run `memvault status`."""
 

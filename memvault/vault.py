@@ -55,6 +55,7 @@ from .errors import (
     NotAVault,
     ReadOnlyVault,
     TooLarge,
+    UnreasonableKdf,
     UnsupportedFormat,
     VaultCorrupted,
     VaultExists,
@@ -1143,6 +1144,10 @@ def _unlock(path: Path, header: Header, slots: list, passphrase: bytearray) -> b
         for slot in slots:
             if not isinstance(slot, Keyslot):
                 raise VaultCorrupted(path, f"keyslot {slot.index} is damaged")
+            try:  # before any Argon2id: a forged slot must not cost minutes and GiBs
+                slot.kdf.validate()
+            except ValueError:
+                raise UnreasonableKdf(slot.index, slot.kdf.describe(), KdfParams.limits()) from None
         for slot in slots:
             try:
                 return slot.unwrap(passphrase, header.version, header.vault_id)
