@@ -21,6 +21,7 @@ from .crypto import DEFAULT_KDF, KdfParams
 from .crypto import kdf as kdf_limits
 from .errors import MemvaultError, PassphraseError, VaultExists, VaultInUse
 from .fs.runtime import MountError, MountRecord, clean_stale, is_stale, mounted_at, unmount
+from .hardening import harden_process
 from .mounted import MountedVault
 from .passphrase import ENV_VAR, read_passphrase
 from .vault import Vault, read_info
@@ -272,6 +273,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             print(file=sys.stderr)
         return summary
 
+    harden_process()  # it holds keys or plaintext, with --watch for days
     with open_vault(args, readonly=args.dry_run) as vault:
         try:
             summary = once(vault, first, show_progress=True)
@@ -330,7 +332,7 @@ def cmd_unlock(args: argparse.Namespace) -> int:
         raise VaultInUse(path, f" (pid {info.writer_pid})")
     passphrase = read_passphrase(from_stdin=getattr(args, "passphrase_stdin", False))
     from .fs import daemon  # pyfuse3 and trio: only imported by the commands that mount
-    from .fs.mount import harden_process, serve
+    from .fs.mount import serve
 
     if args.foreground:
         logging.basicConfig(level=logging.INFO, format="memvault: %(message)s")

@@ -72,6 +72,12 @@ class VaultInUse(MemvaultError):
     errno = _errno.EBUSY
 
 
+class VaultLocked(MemvaultError):
+    """The vault was locked; {0} is no longer its mount, so nothing more was written there."""
+
+    errno = _errno.ENOTCONN
+
+
 class ReadOnlyVault(MemvaultError):
     """The vault {0} is open read-only; nothing can be changed."""
 
