@@ -498,7 +498,9 @@ class Vault:
     def add_listener(self, listener: Callable[[str, bytes, str, bytes | None], None]) -> None:
         """Call ``listener(kind, record_id, path, data)`` after each change.
 
-        kind is "put" (a file's new content) or "delete" (a record shredded).
+        kind is "put" (a file's new content), "delete" (a record shredded) or
+        "move" (a file renamed to ``path``, content unchanged: whether it is
+        indexed may change with its name, e.g. a temporary renamed to `x.md`).
         Listeners run after the vault's lock is released, in the writer's thread.
         """
         self._listeners.append(listener)
@@ -853,6 +855,7 @@ class Vault:
                 writes.append(_Write(Entry(e.record_id, meta, e.data_key), e.meta.gen, None))
             self._commit(writes, shreds)
         self._notify([("delete", e.record_id, e.meta.path, None) for e in shreds])
+        self._notify(_moves(writes))
 
     def exchange(self, a: str, b: str) -> None:
         """Swap two entries atomically (rename with RENAME_EXCHANGE)."""
@@ -870,6 +873,7 @@ class Vault:
                     meta = e.meta.evolve(path=dst + e.meta.path[len(src) :], ctime_ns=now)
                     writes.append(_Write(Entry(e.record_id, meta, e.data_key), e.meta.gen, None))
             self._commit(writes)
+        self._notify(_moves(writes))
 
     def _subtree(self, norm: str) -> list[Entry]:
         """Every entry strictly below the directory ``norm`` (none for a file)."""
@@ -1132,6 +1136,11 @@ class Vault:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _moves(writes: list[_Write]) -> list[tuple[str, bytes, str, bytes | None]]:
+    return [("move", w.entry.record_id, w.entry.meta.path, None)
+            for w in writes if w.entry.meta.type == FILE and w.sealed_body is None]  # fmt: skip
 
 
 class _Damaged(Exception):
