@@ -19,12 +19,12 @@ from pathlib import Path
 from . import __version__
 from .crypto import DEFAULT_KDF, KdfParams
 from .crypto import kdf as kdf_limits
-from .errors import MemvaultError, PassphraseError, VaultExists, VaultInUse
+from .errors import MemvaultError, PassphraseError, TooLarge, VaultExists, VaultInUse
 from .fs.runtime import MountError, MountRecord, clean_stale, is_stale, mounted_at, unmount
 from .hardening import harden_process
 from .mounted import MountedVault
 from .passphrase import ENV_VAR, read_passphrase
-from .vault import Vault, read_info
+from .vault import MAX_MEMORY_SIZE, Vault, read_info
 
 DEFAULT_VAULT = "~/.memvault/memory.vault"
 DEFAULT_MOUNTPOINT = "~/memory"
@@ -128,7 +128,9 @@ def _slot_kdf(slot) -> str:
 
 def cmd_put(args: argparse.Namespace) -> int:
     with open_vault(args) as vault:
-        data = sys.stdin.buffer.read()
+        data = sys.stdin.buffer.read(MAX_MEMORY_SIZE + 1)  # no more than a memory may hold
+        if len(data) > MAX_MEMORY_SIZE:
+            raise TooLarge(args.path.strip("/"), f"more than {MAX_MEMORY_SIZE}", MAX_MEMORY_SIZE)
         meta = vault.put(args.path, data)
     print(f"Stored {meta.path} ({meta.size} bytes).", file=sys.stderr)
     return 0

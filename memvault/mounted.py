@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import signal
 import stat
 from collections.abc import Iterator
@@ -29,6 +30,7 @@ from .errors import (
     MemoryNotFound,
     MemvaultError,
     NotADirectory,
+    TooLarge,
     VaultLocked,
 )
 from .fs.runtime import mount_device, pid_alive
@@ -43,6 +45,9 @@ _ERRORS = {
     errno.ENOTEMPTY: DirectoryNotEmpty,
 }
 _DEAD = {errno.ENOTCONN, errno.ENODEV, errno.ECONNABORTED}  # the mount's connection is gone
+
+TEMP_PREFIX = ".memvault-put-"
+CHUNK = 1 << 20
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -149,15 +154,16 @@ class MountedVault:
     # -- the Vault API -------------------------------------------------------------
 
     def put(self, path: str, data: bytes) -> Meta:
+        """Atomic: written to a temporary sibling, then renamed over the target, so a
+        failure or Ctrl-C leaves the old memory as it was (and no temporary behind)."""
         norm = paths.normalize(path)
+        if len(data) > MAX_MEMORY_SIZE:
+            raise TooLarge(norm, len(data), MAX_MEMORY_SIZE)
         self._check_live()
         try:
             with self._dir(paths.parent(norm), create=True) as parent:
                 name = paths.basename(norm)
-                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
-                             | os.O_CLOEXEC, 0o666, dir_fd=parent)  # fmt: skip
-                with open(fd, "wb") as f:
-                    f.write(data)
+                _write_atomically(parent, name, data)
                 return _meta(norm, os.stat(name, dir_fd=parent, follow_symlinks=False))
         except OSError as exc:
             raise self._error(exc, norm) from None
@@ -254,6 +260,29 @@ class MountedVault:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _write_atomically(parent: int, name: str, data: bytes) -> None:
+    # A dot-name with a random suffix: never collides (O_EXCL), and neither the
+    # search index (.md/.txt only) nor ingest takes it for a memory meanwhile.
+    temp = f"{TEMP_PREFIX}{secrets.token_hex(8)}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    f = open(os.open(temp, flags, 0o666, dir_fd=parent), "wb")  # noqa: SIM115
+    try:
+        with f:
+            with suppress(FileNotFoundError):  # a replaced memory keeps its mode
+                old = os.stat(name, dir_fd=parent, follow_symlinks=False)
+                if stat.S_ISREG(old.st_mode):
+                    os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode))
+            view = memoryview(data)
+            for start in range(0, len(view), CHUNK):  # Ctrl-C is seen between chunks
+                f.write(view[start : start + CHUNK])
+        os.rename(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
+    except BaseException:
+        # Until removed it is a real memory in the vault: removing it shreds it.
+        with suppress(OSError):
+            os.unlink(temp, dir_fd=parent)
+        raise
 
 
 def _remove_tree(parent: int, name: str) -> None:
