@@ -71,3 +71,20 @@ def test_put_interrupted_while_writing_through_the_mount_keeps_the_old_memory(tm
         assert err.decode().strip() == "memvault: interrupted.", err
         assert (notes / "keep.md").read_bytes() == KEEP
         assert _leftovers(notes) == []
+
+
+def test_put_on_a_full_disk_while_mounted_keeps_the_old_memory(tmp_path):
+    vault_dir = tmp_path / "vault"  # where fsutil.mounted() puts the vault: a 3 MiB tmpfs
+    vault_dir.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(vault_dir)],
+                   check=True)  # fmt: skip
+    try:
+        with mounted(tmp_path) as m:
+            (m.root / "notes").mkdir()
+            (m.root / "notes" / "keep.md").write_bytes(KEEP)
+            full = m.cli("put", "notes/keep.md", input=os.urandom(8 << 20))
+            assert "disk holding" in assert_one_line_error(full)
+            assert (m.root / "notes" / "keep.md").read_bytes() == KEEP
+            assert _leftovers(m.root / "notes") == []
+    finally:
+        subprocess.run(["umount", "-l", str(vault_dir)], check=False)
