@@ -305,5 +305,7 @@ def _remove_tree(parent: int, name: str) -> None:
             else:
                 fd = _ascend(fd)
                 os.rmdir(stack.pop(), dir_fd=fd)
+                if stack:  # a directory handle lists its entries as they were when opened
+                    fd = _descend(fd, ".")
     finally:
         os.close(fd)
