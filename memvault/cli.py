@@ -16,10 +16,17 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from . import __version__
+from . import __version__, paths
 from .crypto import DEFAULT_KDF, KdfParams
 from .crypto import kdf as kdf_limits
-from .errors import MemvaultError, PassphraseError, TooLarge, VaultExists, VaultInUse
+from .errors import (
+    MemvaultError,
+    PassphraseError,
+    QueryTooLong,
+    TooLarge,
+    VaultExists,
+    VaultInUse,
+)
 from .fs.runtime import MountError, MountRecord, clean_stale, is_stale, mounted_at, unmount
 from .hardening import harden_process
 from .mounted import MountedVault
@@ -198,10 +205,13 @@ def cmd_search(args: argparse.Namespace) -> int:
         raise PassphraseError("The query is empty.")
     options = {"k": args.k} | ({"in": args.prefix} if args.prefix else {})
     name = quote(text, safe=" ") + "?" + urlencode(options) + (".json" if args.json else "")
-    query = searchtree.parse(name)
+    try:
+        query = searchtree.parse(name)
+    except searchtree.QueryError:
+        raise PassphraseError(f"-k must be between 1 and {searchtree.MAX_K}.") from None
     record = serving_daemon(args)
     if record is not None:  # the daemon's index answers at once
-        sys.stdout.buffer.write((Path(record.mountpoint) / "search" / name).read_bytes())
+        sys.stdout.buffer.write(_search_through_mount(Path(record.mountpoint), name))
         return 0
     from .index.embedder import DIMENSIONS, Embedder
     from .search import SearchService
@@ -217,6 +227,17 @@ def cmd_search(args: argparse.Namespace) -> int:
         results = service.search(query.text, query.k, query.prefix)
     sys.stdout.buffer.write(searchtree.render(query, results, ""))
     return 0
+
+
+def _search_through_mount(mountpoint: Path, name: str) -> bytes:
+    """The query is a file name under search/, so it is bound by the name limit."""
+    size = len(name.encode())
+    if size > paths.MAX_NAME_BYTES:
+        raise QueryTooLong(size, paths.MAX_NAME_BYTES)
+    try:
+        return (mountpoint / "search" / name).read_bytes()
+    except OSError as exc:
+        raise MountError(f"The search through {mountpoint} failed: {exc.strerror}.") from None
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:

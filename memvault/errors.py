@@ -156,6 +156,13 @@ class PassphraseError(MemvaultError):
     errno = _errno.EINVAL
 
 
+class QueryTooLong(MemvaultError):
+    """The query is too long to ask through the mount ({0} bytes as a search/ file name, \
+at most {1}); shorten it to its key words."""
+
+    errno = _errno.ENAMETOOLONG
+
+
 class SourceNotFound(MemvaultError):
     """Nothing to import at {0}: give an existing file or directory to --source."""
 

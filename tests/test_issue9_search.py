@@ -1,0 +1,20 @@
+"""Issue 9: a 10 KB `memvault search` query while mounted was an internal
+error (ENAMETOOLONG: the CLI asks search/<query> through the mount)."""
+
+from __future__ import annotations
+
+from .conftest import assert_one_line_error
+from .fsutil import mounted
+
+
+def test_long_search_query_while_mounted_is_a_clear_error(tmp_path):
+    with mounted(tmp_path) as m:
+        (m.root / "deploy.md").write_text("# Deploy\ndeploys go through make release\n")
+        long_query = ("why does the deploy fail with this error " * 250)[:10_000]
+        line = assert_one_line_error(m.cli("search", long_query))
+        assert "too long" in line and "at most 255" in line, line
+        short = m.cli("search", "make release", "-k", "3")
+        assert short.returncode == 0, short.stderr
+        assert b"deploy.md" in short.stdout
+        bad_k = assert_one_line_error(m.cli("search", "make release", "-k", "500"))
+        assert "-k must be between 1 and 50" in bad_k, bad_k
