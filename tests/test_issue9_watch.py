@@ -102,13 +102,13 @@ def test_watch_process_is_hardened_like_the_daemon(open_base):
                 break
         assert watcher.poll() is None, watcher.communicate(timeout=30)[1]
         pid = watcher.pid
-        limits = Path(f"/proc/{pid}/limits").read_text()
-        core = next(x for x in limits.splitlines() if x.startswith("Max core file size"))
-        assert core.split()[4:6] == ["0", "0"], core
         peek = subprocess.run([*NOBODY, "cat", f"/proc/{pid}/environ"], capture_output=True,
                               timeout=30)  # fmt: skip
         assert peek.returncode != 0, "another process of the user read the watcher's environ"
         assert PASSPHRASE not in peek.stdout
+        limits = Path(f"/proc/{pid}/limits").read_text()
+        core = next(x for x in limits.splitlines() if x.startswith("Max core file size"))
+        assert core.split()[4:6] == ["0", "0"], core
     finally:
         watcher.kill()
         watcher.communicate(timeout=30)
