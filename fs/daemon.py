@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 
 from ..errors import MemvaultError
+from ..hardening import harden_process
 from ..vault import Vault
-from .mount import harden_process, serve
+from .mount import serve
 from .runtime import MountError, MountRecord, pid_alive
 
 log = logging.getLogger("memvault")

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
-import resource
 import signal
 import threading
 import time
@@ -30,15 +28,6 @@ MAX_TASKS = 64
 
 
 # -- serving ------------------------------------------------------------------------
-
-
-def harden_process() -> None:
-    """No core dumps and no ptrace by other processes: keys live in this memory."""
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    libc = ctypes.CDLL(None, use_errno=True)
-    PR_SET_DUMPABLE = 4
-    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:  # pragma: no cover
-        log.warning("could not make the process non-dumpable")
 
 
 def mount_options(allow_other: bool) -> set[str]:

@@ -117,6 +117,24 @@ def mounted_at(mountpoint: Path) -> str | None:
     return None
 
 
+def mount_device(mountpoint: Path) -> tuple[int, str] | None:
+    """The device number and filesystem type of the topmost mount exactly at
+    ``mountpoint`` (the st_dev every file of that mount reports), if any."""
+    target = os.path.realpath(mountpoint)
+    found = None
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                left, _, right = line.partition(" - ")
+                fields = left.split()
+                if _unescape(fields[4]) == target:
+                    major, minor = fields[2].split(":")
+                    found = (os.makedev(int(major), int(minor)), right.split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return found
+
+
 def is_stale(mountpoint: Path) -> bool:
     """A FUSE mount whose daemon is gone ("Transport endpoint is not connected")."""
     try:

@@ -17,6 +17,10 @@ from .model import HIDDEN, MAX_TOKENS, ensure_model, package_dir
 
 DIMENSIONS = HIDDEN
 
+# Belt and braces beside ORT_DISABLE_TELEMETRY (set by memvault/__init__.py).
+if hasattr(ort, "disable_telemetry_events"):
+    ort.disable_telemetry_events()
+
 
 class Embedder:
     """Texts in, L2-normalised float32 vectors out (384 dimensions)."""

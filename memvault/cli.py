@@ -16,14 +16,24 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from . import __version__
+from . import __version__, paths
 from .crypto import DEFAULT_KDF, KdfParams
-from .errors import CompactionOwed, MemvaultError, PassphraseError, VaultExists, VaultInUse
+from .crypto import kdf as kdf_limits
+from .errors import (
+    CompactionOwed,
+    MemvaultError,
+    PassphraseError,
+    QueryTooLong,
+    TooLarge,
+    VaultExists,
+    VaultInUse,
+)
 from .fs.runtime import MountError, MountRecord, clean_stale, is_stale, mounted_at, unmount
+from .hardening import harden_process
 from .mounted import MountedVault
 from .passphrase import ENV_VAR, read_passphrase
 from .store import compaction_owed
-from .vault import Vault, read_info
+from .vault import MAX_MEMORY_SIZE, Vault, read_info
 
 DEFAULT_VAULT = "~/.memvault/memory.vault"
 DEFAULT_MOUNTPOINT = "~/memory"
@@ -115,14 +125,26 @@ def cmd_status(args: argparse.Namespace) -> int:
         )
     print(f"keyslots:  {len(info.slots)}")
     for slot in info.slots:
-        kdf = slot.kdf.describe() if hasattr(slot, "kdf") else "damaged"
-        print(f"  slot {slot.index}: {kdf}")
+        print(f"  slot {slot.index}: {_slot_kdf(slot)}")
     return 0
+
+
+def _slot_kdf(slot) -> str:
+    """A slot's KDF as stored: nothing vouches for it until a passphrase opens it."""
+    if not hasattr(slot, "kdf"):
+        return "damaged"
+    try:
+        slot.kdf.validate()
+    except ValueError:
+        return f"{slot.kdf.describe()} (over the limits: unlock will refuse it)"
+    return f"{slot.kdf.describe()} (unverified until unlock)"
 
 
 def cmd_put(args: argparse.Namespace) -> int:
     with open_vault(args) as vault:
-        data = sys.stdin.buffer.read()
+        data = sys.stdin.buffer.read(MAX_MEMORY_SIZE + 1)  # no more than a memory may hold
+        if len(data) > MAX_MEMORY_SIZE:
+            raise TooLarge(args.path.strip("/"), f"more than {MAX_MEMORY_SIZE}", MAX_MEMORY_SIZE)
         meta = vault.put(args.path, data)
     print(f"Stored {meta.path} ({meta.size} bytes).", file=sys.stderr)
     return 0
@@ -190,10 +212,13 @@ def cmd_search(args: argparse.Namespace) -> int:
         raise PassphraseError("The query is empty.")
     options = {"k": args.k} | ({"in": args.prefix} if args.prefix else {})
     name = quote(text, safe=" ") + "?" + urlencode(options) + (".json" if args.json else "")
-    query = searchtree.parse(name)
+    try:
+        query = searchtree.parse(name)
+    except searchtree.QueryError:
+        raise PassphraseError(f"-k must be between 1 and {searchtree.MAX_K}.") from None
     record = serving_daemon(args)
     if record is not None:  # the daemon's index answers at once
-        sys.stdout.buffer.write((Path(record.mountpoint) / "search" / name).read_bytes())
+        sys.stdout.buffer.write(_search_through_mount(Path(record.mountpoint), name))
         return 0
     from .index.embedder import DIMENSIONS, Embedder
     from .search import SearchService
@@ -209,6 +234,17 @@ def cmd_search(args: argparse.Namespace) -> int:
         results = service.search(query.text, query.k, query.prefix)
     sys.stdout.buffer.write(searchtree.render(query, results, ""))
     return 0
+
+
+def _search_through_mount(mountpoint: Path, name: str) -> bytes:
+    """The query is a file name under search/, so it is bound by the name limit."""
+    size = len(name.encode())
+    if size > paths.MAX_NAME_BYTES:
+        raise QueryTooLong(size, paths.MAX_NAME_BYTES)
+    try:
+        return (mountpoint / "search" / name).read_bytes()
+    except OSError as exc:
+        raise MountError(f"The search through {mountpoint} failed: {exc.strerror}.") from None
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
@@ -267,6 +303,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             print(file=sys.stderr)
         return summary
 
+    harden_process()  # it holds keys or plaintext, with --watch for days
     with open_vault(args, readonly=args.dry_run) as vault:
         try:
             summary = once(vault, first, show_progress=True)
@@ -325,7 +362,7 @@ def cmd_unlock(args: argparse.Namespace) -> int:
         raise VaultInUse(path, f" (pid {info.writer_pid})")
     passphrase = read_passphrase(from_stdin=getattr(args, "passphrase_stdin", False))
     from .fs import daemon  # pyfuse3 and trio: only imported by the commands that mount
-    from .fs.mount import harden_process, serve
+    from .fs.mount import serve
 
     if args.foreground:
         logging.basicConfig(level=logging.INFO, format="memvault: %(message)s")
@@ -460,21 +497,24 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=DEFAULT_KDF.time_cost,
         metavar="N",
-        help=f"Argon2id passes (default {DEFAULT_KDF.time_cost})",
+        help=f"Argon2id passes (default {DEFAULT_KDF.time_cost}, "
+        f"at most {kdf_limits.MAX_TIME_COST})",
     )
     p.add_argument(
         "--kdf-memory",
         type=int,
         default=DEFAULT_KDF.memory_kib // 1024,
         metavar="MIB",
-        help=f"Argon2id memory in MiB (default {DEFAULT_KDF.memory_kib // 1024})",
+        help=f"Argon2id memory in MiB (default {DEFAULT_KDF.memory_kib // 1024}, "
+        f"{kdf_limits.MIN_MEMORY_KIB // 1024} to {kdf_limits.MAX_MEMORY_KIB // 1024})",
     )
     p.add_argument(
         "--kdf-parallelism",
         type=int,
         default=DEFAULT_KDF.parallelism,
         metavar="N",
-        help=f"Argon2id lanes (default {DEFAULT_KDF.parallelism})",
+        help=f"Argon2id lanes (default {DEFAULT_KDF.parallelism}, "
+        f"at most {kdf_limits.MAX_PARALLELISM})",
     )
     add(
         "status",

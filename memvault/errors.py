@@ -49,6 +49,11 @@ class WrongPassphrase(MemvaultError):
     errno = _errno.EACCES
 
 
+class UnreasonableKdf(MemvaultError):
+    """Keyslot {0} asks for an unreasonable KDF cost ({1}; {2}); \
+the vault may have been tampered with."""
+
+
 class VaultCorrupted(MemvaultError):
     """The vault {0} is damaged ({1}); restore it from a backup or run `memvault status`."""
 
@@ -76,6 +81,12 @@ class VaultInUse(MemvaultError):
     """The vault {0} is in use by another memvault process{1}; lock it or stop that process."""
 
     errno = _errno.EBUSY
+
+
+class VaultLocked(MemvaultError):
+    """The vault was locked; {0} is no longer its mount, so nothing more was written there."""
+
+    errno = _errno.ENOTCONN
 
 
 class ReadOnlyVault(MemvaultError):
@@ -165,6 +176,13 @@ class PassphraseError(MemvaultError):
     """{0}"""
 
     errno = _errno.EINVAL
+
+
+class QueryTooLong(MemvaultError):
+    """The query is too long to ask through the mount ({0} bytes as a search/ file name, \
+at most {1}); shorten it to its key words."""
+
+    errno = _errno.ENAMETOOLONG
 
 
 class SourceNotFound(MemvaultError):

@@ -1,13 +1,24 @@
 """The CLI's view of a vault that is unlocked and mounted: plain file
-operations on the mountpoint, so the daemon stays the only writer."""
+operations on the mountpoint, so the daemon stays the only writer.
+
+Everything goes through a descriptor of the mount's root, opened (and proved
+to be this vault's live FUSE mount) once, and every name is resolved from it
+one component at a time without following symlinks. A lock can therefore
+never redirect a write into the bare mountpoint directory, where it would be
+plaintext on disk: on the dead connection's descriptor the kernel answers
+ENOTCONN, and each write first re-checks that the mountpoint still is the
+mount, so a lock is a clear VaultLocked error.
+"""
 
 from __future__ import annotations
 
 import errno
 import os
-import shutil
+import secrets
 import signal
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from . import paths
@@ -19,7 +30,10 @@ from .errors import (
     MemoryNotFound,
     MemvaultError,
     NotADirectory,
+    TooLarge,
+    VaultLocked,
 )
+from .fs.runtime import mount_device, pid_alive
 from .records import DIRECTORY, FILE, SYMLINK, Meta
 from .vault import MAX_MEMORY_SIZE
 
@@ -27,8 +41,15 @@ _ERRORS = {
     errno.ENOENT: MemoryNotFound,
     errno.EISDIR: IsADirectory,
     errno.ENOTDIR: NotADirectory,
+    errno.ELOOP: NotADirectory,  # a symlink where a directory was needed: never followed
     errno.ENOTEMPTY: DirectoryNotEmpty,
 }
+_DEAD = {errno.ENOTCONN, errno.ENODEV, errno.ECONNABORTED}  # the mount's connection is gone
+
+TEMP_PREFIX = ".memvault-put-"
+CHUNK = 1 << 20
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def _translate(exc: OSError, path: str) -> MemvaultError:
@@ -49,6 +70,30 @@ def _meta(path: str, st: os.stat_result) -> Meta:
                 st.st_ctime_ns, 0, 0, st.st_uid, st.st_gid)  # fmt: skip
 
 
+def _scan(fd: int, path: str, found: list[Meta]) -> list[str]:
+    """Append the entries of the directory open at ``fd``; return its subdirectories."""
+    subdirs = []
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            st = entry.stat(follow_symlinks=False)
+            found.append(_meta(paths.join(path, entry.name), st))
+            if stat.S_ISDIR(st.st_mode):
+                subdirs.append(entry.name)
+    return subdirs
+
+
+def _descend(fd: int, name: str) -> int:
+    new = os.open(name, _DIR, dir_fd=fd)
+    os.close(fd)
+    return new
+
+
+def _ascend(fd: int) -> int:
+    new = os.open("..", _DIR, dir_fd=fd)
+    os.close(fd)
+    return new
+
+
 class MountedVault:
     """The subset of the Vault API the CLI uses, served through the mount."""
 
@@ -56,75 +101,211 @@ class MountedVault:
         self.root = mountpoint
         self.daemon_pid = daemon_pid
         self.damaged: dict = {}
+        try:
+            self._fd = os.open(mountpoint, _DIR)
+        except OSError:
+            raise VaultLocked(mountpoint) from None
+        self._dev = os.fstat(self._fd).st_dev
+        if not self._is_live():
+            os.close(self._fd)
+            raise VaultLocked(mountpoint)
 
-    def _fs(self, path: str, *, allow_root: bool = False) -> tuple[str, Path]:
-        norm = paths.normalize(path, allow_root=allow_root)
-        return norm, self.root / norm
+    # -- proving the mount ---------------------------------------------------------
+
+    def _is_live(self) -> bool:
+        """The mountpoint is still this descriptor's FUSE mount, served by the daemon."""
+        try:
+            here = os.stat(self.root, follow_symlinks=False)
+            parent = os.stat(self.root.parent)
+        except OSError:
+            return False
+        entry = mount_device(self.root)
+        return (
+            here.st_dev == self._dev != parent.st_dev
+            and entry is not None
+            and entry[0] == self._dev
+            and entry[1].startswith("fuse")
+            and pid_alive(self.daemon_pid)
+        )
+
+    def _check_live(self) -> None:
+        if not self._is_live():
+            raise VaultLocked(self.root)
+
+    def _error(self, exc: OSError, path: str) -> MemvaultError:
+        if exc.errno in _DEAD or not self._is_live():
+            return VaultLocked(self.root)
+        return _translate(exc, path)
+
+    @contextmanager
+    def _dir(self, directory: str, *, create: bool = False) -> Iterator[int]:
+        """A descriptor of ``directory``, reached from the root one name at a time."""
+        fd = os.dup(self._fd)
+        try:
+            for name in directory.split("/") if directory else ():
+                if create:
+                    with suppress(FileExistsError):
+                        os.mkdir(name, 0o777, dir_fd=fd)
+                fd = _descend(fd, name)
+            yield fd
+        finally:
+            os.close(fd)
+
+    # -- the Vault API -------------------------------------------------------------
 
     def put(self, path: str, data: bytes) -> Meta:
-        norm, target = self._fs(path)
+        """Atomic: written to a temporary sibling, then renamed over the target, so a
+        failure or Ctrl-C leaves the old memory as it was (and no temporary behind)."""
+        norm = paths.normalize(path)
+        if len(data) > MAX_MEMORY_SIZE:
+            raise TooLarge(norm, len(data), MAX_MEMORY_SIZE)
+        self._check_live()
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with open(target, "wb") as f:
-                f.write(data)
-            return _meta(norm, target.stat())
+            with self._dir(paths.parent(norm), create=True) as parent:
+                name = paths.basename(norm)
+                _write_atomically(parent, name, data)
+                return _meta(norm, os.stat(name, dir_fd=parent, follow_symlinks=False))
         except OSError as exc:
-            raise _translate(exc, norm) from None
+            raise self._error(exc, norm) from None
 
     def get(self, path: str) -> bytes:
-        norm, target = self._fs(path)
+        norm = paths.normalize(path)
         try:
-            return target.read_bytes()
+            with self._dir(paths.parent(norm)) as parent:
+                fd = os.open(paths.basename(norm), os.O_RDONLY | os.O_CLOEXEC, dir_fd=parent)
+                with open(fd, "rb") as f:
+                    return f.read()
         except OSError as exc:
-            raise _translate(exc, norm) from None
+            raise self._error(exc, norm) from None
 
     def list(self, directory: str = "") -> list[tuple[str, Meta]]:
-        norm, target = self._fs(directory, allow_root=True)
+        norm = paths.normalize(directory, allow_root=True)
+        found: list[Meta] = []
         try:
-            return sorted(
-                (e.name, _meta(paths.join(norm, e.name), e.stat(follow_symlinks=False)))
-                for e in os.scandir(target)
-            )
+            with self._dir(norm) as fd:
+                _scan(fd, norm, found)
         except OSError as exc:
-            raise _translate(exc, norm) from None
+            raise self._error(exc, norm) from None
+        return sorted((paths.basename(m.path), m) for m in found)
 
-    def walk(self) -> list[Meta]:
-        found = []
-        for dirpath, dirnames, filenames in os.walk(self.root):
-            for name in dirnames + filenames:
-                full = Path(dirpath) / name
-                found.append(_meta(str(full.relative_to(self.root)), full.lstat()))
+    def walk(self, directory: str = "") -> list[Meta]:
+        """Everything below ``directory``; iterative, so any legal depth works."""
+        norm = paths.normalize(directory, allow_root=True)
+        found: list[Meta] = []
+        try:
+            with self._dir(norm) as top:
+                fd = os.dup(top)
+                try:
+                    stack = [(norm, _scan(fd, norm, found))]
+                    while stack:
+                        path, pending = stack[-1]
+                        if pending:
+                            name = pending.pop()
+                            fd = _descend(fd, name)
+                            child = paths.join(path, name)
+                            stack.append((child, _scan(fd, child, found)))
+                        else:
+                            stack.pop()
+                            if stack:
+                                fd = _ascend(fd)
+                finally:
+                    os.close(fd)
+        except OSError as exc:
+            raise self._error(exc, norm) from None
         return sorted(found, key=lambda m: m.path)
 
     def delete(self, path: str, *, recursive: bool = False) -> int:
-        norm, target = self._fs(path)
+        norm = paths.normalize(path)
+        self._check_live()
         try:
-            if target.is_dir() and not target.is_symlink():
-                count = 1 + sum(len(d) + len(f) for _, d, f in os.walk(target))
+            with self._dir(paths.parent(norm)) as parent:
+                name = paths.basename(norm)
+                st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+                if not stat.S_ISDIR(st.st_mode):
+                    os.unlink(name, dir_fd=parent)
+                    return 1
+                count = 1 + len(self.walk(norm))
                 if recursive:
-                    shutil.rmtree(target)
+                    _remove_tree(parent, name)
                 else:
-                    target.rmdir()
+                    os.rmdir(name, dir_fd=parent)
                 return count
-            target.unlink()
-            return 1
         except OSError as exc:
-            raise _translate(exc, norm) from None
+            raise self._error(exc, norm) from None
 
     def rename(self, old: str, new: str) -> None:
-        src, source = self._fs(old)
-        dst, target = self._fs(new)
+        src, dst = paths.normalize(old), paths.normalize(new)
+        self._check_live()
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.rename(source, target)
+            with (
+                self._dir(paths.parent(src)) as source,
+                self._dir(paths.parent(dst), create=True) as target,
+            ):
+                os.rename(paths.basename(src), paths.basename(dst),
+                          src_dir_fd=source, dst_dir_fd=target)  # fmt: skip
         except OSError as exc:
-            raise _translate(exc, src) from None
+            raise self._error(exc, src) from None
 
     def compact(self) -> None:
+        self._check_live()
         os.kill(self.daemon_pid, signal.SIGUSR1)  # the daemon compacts in the background
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     def __enter__(self) -> MountedVault:
         return self
 
     def __exit__(self, *exc) -> None:
-        return None
+        self.close()
+
+
+def _write_atomically(parent: int, name: str, data: bytes) -> None:
+    # A dot-name with a random suffix: never collides (O_EXCL), and neither the
+    # search index (.md/.txt only) nor ingest takes it for a memory meanwhile.
+    temp = f"{TEMP_PREFIX}{secrets.token_hex(8)}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    f = open(os.open(temp, flags, 0o666, dir_fd=parent), "wb")  # noqa: SIM115
+    try:
+        with f:
+            with suppress(FileNotFoundError):  # a replaced memory keeps its mode
+                old = os.stat(name, dir_fd=parent, follow_symlinks=False)
+                if stat.S_ISREG(old.st_mode):
+                    os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode))
+            view = memoryview(data)
+            for start in range(0, len(view), CHUNK):  # Ctrl-C is seen between chunks
+                f.write(view[start : start + CHUNK])
+        os.rename(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
+    except BaseException:
+        # Until removed it is a real memory in the vault: removing it shreds it.
+        with suppress(OSError):
+            os.unlink(temp, dir_fd=parent)
+        raise
+
+
+def _remove_tree(parent: int, name: str) -> None:
+    """rm -r of ``name`` in the directory ``parent``: iterative, through descriptors."""
+    fd = os.open(name, _DIR, dir_fd=parent)
+    stack = [name]
+    try:
+        while stack:
+            subdir = None
+            with os.scandir(fd) as entries:
+                listed = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
+            for child, is_dir in listed:
+                if not is_dir:
+                    os.unlink(child, dir_fd=fd)
+                elif subdir is None:
+                    subdir = child
+            if subdir is not None:
+                fd = _descend(fd, subdir)
+                stack.append(subdir)
+            else:
+                fd = _ascend(fd)
+                os.rmdir(stack.pop(), dir_fd=fd)
+                if stack:  # a directory handle lists its entries as they were when opened
+                    fd = _descend(fd, ".")
+    finally:
+        os.close(fd)

@@ -164,6 +164,9 @@ class SearchService:
         threading.Thread(target=build, name="vector-graph", daemon=True).start()
 
     def _on_change(self, kind: str, record_id: bytes, path: str, data: bytes | None) -> None:
+        if kind == "move":
+            self._on_move(record_id, path)
+            return
         meta = self.vault.by_record_id(record_id) if kind == "put" else None
         with self._work:
             if kind == "put" and data is not None and indexable(path, len(data)):
@@ -174,6 +177,31 @@ class SearchService:
             elif kind in ("put", "delete"):
                 self.index.remove(record_id)
                 self._body_gen.pop(record_id, None)
+
+    def _on_move(self, record_id: bytes, path: str) -> None:
+        """A rename can make a file indexable (`x.tmp` -> `x.md`) or not any more."""
+        meta = self.vault.by_record_id(record_id)
+        if meta is None:
+            return
+        if not indexable(path, meta.size):
+            with self._work:
+                self.index.remove(record_id)
+                self._body_gen.pop(record_id, None)
+            return
+        if self._body_gen.get(record_id) == meta.body_gen:
+            return  # already indexed: the index follows record ids, not names
+        try:
+            text = self.vault.get(path).decode("utf-8", errors="replace")
+        except Exception as exc:  # a damaged memory is reported when read
+            log.warning("not indexed: %s", type(exc).__name__)
+            return
+        with self._work:
+            current = self.vault.by_record_id(record_id)
+            if current is None or current.body_gen != meta.body_gen:
+                return  # rewritten meanwhile: that put indexed the newer body
+            self.index.put(record_id, text)
+            self._body_gen[record_id] = meta.body_gen
+            self._work.notify()
 
     def reindex(self) -> str:
         """Re-pin the vault to the installed model and rebuild the index; return its hash."""

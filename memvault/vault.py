@@ -57,6 +57,7 @@ from .errors import (
     NotAVault,
     ReadOnlyVault,
     TooLarge,
+    UnreasonableKdf,
     UnsupportedFormat,
     VaultCorrupted,
     VaultDamaged,
@@ -706,7 +707,9 @@ class Vault:
     def add_listener(self, listener: Callable[[str, bytes, str, bytes | None], None]) -> None:
         """Call ``listener(kind, record_id, path, data)`` after each change.
 
-        kind is "put" (a file's new content) or "delete" (a record shredded).
+        kind is "put" (a file's new content), "delete" (a record shredded) or
+        "move" (a file renamed to ``path``, content unchanged: whether it is
+        indexed may change with its name, e.g. a temporary renamed to `x.md`).
         Listeners run after the vault's lock is released, in the writer's thread.
         """
         self._listeners.append(listener)
@@ -1122,6 +1125,7 @@ class Vault:
                 writes.append(_Write(Entry(e.record_id, meta, e.data_key), e.meta.gen, None))
             self._commit(writes, shreds)
         self._notify([("delete", e.record_id, e.meta.path, None) for e in shreds])
+        self._notify(_moves(writes))
 
     def exchange(self, a: str, b: str) -> None:
         """Swap two entries atomically (rename with RENAME_EXCHANGE)."""
@@ -1145,6 +1149,7 @@ class Vault:
                     meta = e.meta.evolve(path=dst + e.meta.path[len(src) :], ctime_ns=now)
                     writes.append(_Write(Entry(e.record_id, meta, e.data_key), e.meta.gen, None))
             self._commit(writes)
+        self._notify(_moves(writes))
 
     @staticmethod
     def _check_moved_paths(src: str, dst: str, moving: list[Entry]) -> None:
@@ -1473,6 +1478,11 @@ class Vault:
         self.close()
 
 
+def _moves(writes: list[_Write]) -> list[tuple[str, bytes, str, bytes | None]]:
+    return [("move", w.entry.record_id, w.entry.meta.path, None)
+            for w in writes if w.entry.meta.type == FILE and w.sealed_body is None]  # fmt: skip
+
+
 class _Damaged(Exception):
     """A record that cannot be decrypted (reason in the message)."""
 
@@ -1487,6 +1497,10 @@ def _unlock(path: Path, header: Header, slots: list, passphrase: bytearray) -> b
         for slot in slots:
             if not isinstance(slot, Keyslot):
                 raise VaultCorrupted(path, f"keyslot {slot.index} is damaged")
+            try:  # before any Argon2id: a forged slot must not cost minutes and GiBs
+                slot.kdf.validate()
+            except ValueError:
+                raise UnreasonableKdf(slot.index, slot.kdf.describe(), KdfParams.limits()) from None
         for slot in slots:
             try:
                 return slot.unwrap(passphrase, header.version, header.vault_id)

@@ -129,7 +129,7 @@ def test_no_marker_outside_the_mount(tmp_path):
 
 
 def test_harden_process_makes_the_process_non_dumpable():
-    from memvault.fs.mount import harden_process
+    from memvault.hardening import harden_process
 
     pid = os.fork()
     if pid == 0:  # check in a child: the test process itself stays as it was
