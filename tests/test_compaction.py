@@ -8,11 +8,12 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 from memvault.vault import Vault
 
 from . import rawvault
-from .conftest import FAST_KDF, PASSPHRASE, reopen
+from .conftest import FAST_KDF, PASSPHRASE, assert_nowhere, reopen
 from .fsutil import force_lock, mounted
 
 
@@ -76,5 +77,7 @@ def test_shred_with_daemon_killed_right_after_rm_is_finished_by_the_next_unlock(
         assert not (mount.root / "secret.md").exists()
         for value in values:  # the file record's ciphertext is gone
             assert_gone(mount.vault, value)
+        run_dir = Path(mount.env["XDG_RUNTIME_DIR"])
+        assert_nowhere([b"launch codes", b"secret.md"], mount.vault.parent, run_dir)
         assert mount.lock().returncode == 0
         force_lock(mount)
