@@ -437,7 +437,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
         accept_journal_loss=getattr(args, "accept_journal_loss", False),
         repair=True,
     ) as vault:
-        done = vault.repair()
+        done = vault.repair(accept_unverified=args.accept_unverified)
     for line in done:
         print(line)
     print(f"Repaired {path}." if done else f"Nothing to repair in {path}.")
@@ -536,10 +536,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("old", metavar="OLD")
     p.add_argument("new", metavar="NEW")
     add("compact", cmd_compact, "rewrite the vault file so no shredded byte remains")
-    add(
+    p = add(
         "repair",
         cmd_repair,
         "drop damaged records (recovering those it can) so a damaged vault opens for writing",
+    )
+    p.add_argument(
+        "--accept-unverified",
+        action="store_true",
+        help="go on even when what can be read does not add up to the vault's integrity sum "
+        "(records may have been removed or rolled back: the vault is accepted as it reads)",
     )
     p = add("search", cmd_search, "search the memories (hybrid: words and meaning)")
     p.add_argument("query", metavar="QUERY", nargs="+", help="what to look for")

@@ -23,10 +23,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import heapq
 import logging
 import os
 import select
 import signal
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -73,10 +75,6 @@ def lock_path(path: Path) -> Path:
     return path.with_name(path.name + "-lock")
 
 
-def salvage_path(path: Path) -> Path:
-    return path.with_name(path.name + ".salvage")
-
-
 def reserve_path(path: Path) -> Path:
     return path.with_name(path.name + "-reserve")
 
@@ -93,6 +91,10 @@ def compaction_owed(path: Path) -> bool:
         for op in scan_unauthenticated(journal_path(path))
     ):
         return True
+    try:
+        check_structure(path)  # LMDB trusts its pages: only a checked file is opened here
+    except MemvaultError:
+        return False
     try:
         env = lmdb.open(str(path), subdir=False, lock=False, readonly=True, max_dbs=MAX_DBS)
     except lmdb.Error:
@@ -144,7 +146,7 @@ class Store:
                 raise VaultUnreadable(path, "permission denied") from exc
         if not readonly:  # a compaction killed half-way leaves its copy behind
             compacting = self._compacting_path()
-            for stale in (compacting, lock_path(compacting), salvage_path(path)):
+            for stale in (compacting, lock_path(compacting)):
                 stale.unlink(missing_ok=True)
         try:
             if check and not create:
@@ -181,8 +183,9 @@ class Store:
             raise refused from None
         if not found["meta"] or not found["slots"]:
             raise refused
-        copy = salvage_path(self.path)
-        copy.unlink(missing_ok=True)
+        fd, name = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name + ".salvage-")
+        os.close(fd)
+        copy = Path(name)
         size = sum(len(k) + len(v) for db in found.values() for k, v in db.items())
         env = lmdb.open(
             str(copy), subdir=False, lock=False, max_dbs=MAX_DBS,
@@ -196,7 +199,7 @@ class Store:
                         cur.putmulti(sorted(found[name].items()), append=True)
         finally:
             env.close()
-        self._env_path = copy
+        self._env_path = copy  # opened next, then unlinked: no process ever sees another's
         self.salvaged = skipped or True
         log.warning("the storage structure of %s is damaged; reading around it", self.path)
 
@@ -266,6 +269,10 @@ class Store:
             )
         except lmdb.Error as exc:
             raise _translate(exc, self.path) from exc
+        finally:
+            if self._env_path != self.path:  # a salvage copy lives on as the open map only
+                self._env_path.unlink(missing_ok=True)
+                self._env_path = self.path
         try:
             self.dbs = {
                 name: self.env.open_db(name.encode(), create=not self.readonly) for name in DB_NAMES
@@ -301,23 +308,19 @@ class Store:
         return True
 
     def close(self) -> None:
+        """Close the file; the journal stays unless close_journal() removed it.
+
+        Only the vault knows when the sealed state says no session is open,
+        so only it may let the journal go (see Vault._finish_writes).
+        """
         if self._journal is not None:
             self._journal.close()
-            if not self.readonly and not self._pending:
-                self._journal.path.unlink(missing_ok=True)  # empty: nothing left to replay
             self._journal = None
         env = getattr(self, "env", None)
         if env is not None:
             env.close()
             self.env = None
-        self._drop_salvage_copy()
         self._release_lock()
-
-    def _drop_salvage_copy(self) -> None:
-        if self._env_path != self.path:
-            self._env_path.unlink(missing_ok=True)
-            self._env_path = self.path
-            self.salvaged = False
 
     def _release_lock(self) -> None:
         if self._lock_fd is not None:
@@ -476,7 +479,8 @@ class Store:
 
         self._write_lmdb(apply)
         self._sync_env()  # durable in LMDB before the journal lets go of it
-        self._journal.reset(self._seq)
+        if not self.salvaged:  # a salvage copy is temporary: the journal waits for the rebuild
+            self._journal.reset(self._seq)
         self._pending = []
         self._overlay.clear()
 
@@ -513,7 +517,8 @@ class Store:
         such damage yields the right answer rather than a stale one.
         """
         self.flush()
-        self._write_lmdb(lambda txn: txn.put(b"settled", b"", db=self.dbs["state"]))
+        for _ in range(2):  # the second commit makes the other meta page current too
+            self._write_lmdb(lambda txn: txn.put(b"settled", b"", db=self.dbs["state"]))
 
     def _grow(self) -> None:
         self._map_size *= 2
@@ -540,12 +545,20 @@ class Store:
     def _compacting_path(self) -> Path:
         return self.path.with_name(self.path.name + ".compacting")
 
-    def rebuild(self, *, leave_out: frozenset[tuple[str, bytes]] = frozenset()) -> None:
+    def rebuild(
+        self,
+        *,
+        leave_out: frozenset[tuple[str, bytes]] = frozenset(),
+        extra: dict[tuple[str, bytes], bytes] | None = None,
+    ) -> None:
         """Rewrite the file with live data only (fsync, then atomic rename).
 
-        ``leave_out`` names (database, key) pairs not to copy. The journal is
-        flushed first, so it holds no shredded bytes afterwards either.
+        ``leave_out`` names (database, key) pairs not to copy; ``extra`` adds
+        or replaces values in the same rename (a repair is then all or
+        nothing). The journal is flushed first, so it holds no shredded
+        bytes afterwards either.
         """
+        extra = extra or {}
         self.flush()
         tmp = self._compacting_path()
         for stale in (tmp, lock_path(tmp)):
@@ -564,17 +577,18 @@ class Store:
                 with self.env.begin(buffers=True) as src, new_env.begin(write=True) as dst:
                     for name in DB_NAMES:
                         new_db = new_env.open_db(name.encode(), txn=dst)
+                        added = sorted((k, v) for (db, k), v in extra.items() if db == name)
+                        skip = leave_out | {(name, k) for k, _ in added}
                         with src.cursor(self.dbs[name]) as cur, dst.cursor(new_db) as out:
-                            out.putmulti(
-                                (
-                                    (bytes(k), bytes(v))
-                                    for k, v in cur.iternext()
-                                    if (name, bytes(k)) not in leave_out
-                                ),
-                                append=True,
+                            kept = (
+                                (bytes(k), bytes(v))
+                                for k, v in cur.iternext()
+                                if (name, bytes(k)) not in skip
                             )
-                with new_env.begin(write=True) as dst:  # see settle()
-                    dst.put(b"settled", b"", db=new_env.open_db(b"state", txn=dst))
+                            out.putmulti(heapq.merge(kept, added), append=True)
+                for _ in range(2):  # both meta pages current: see settle()
+                    with new_env.begin(write=True) as dst:
+                        dst.put(b"settled", b"", db=new_env.open_db(b"state", txn=dst))
                 new_env.sync(True)
             finally:
                 new_env.close()
@@ -582,7 +596,7 @@ class Store:
         except lmdb.MapFullError:
             tmp.unlink(missing_ok=True)
             self._grow()
-            return self.rebuild(leave_out=leave_out)
+            return self.rebuild(leave_out=leave_out, extra=extra)
         except lmdb.Error as exc:
             tmp.unlink(missing_ok=True)
             raise _translate(exc, self.path) from exc
@@ -594,8 +608,11 @@ class Store:
         self.env.close()
         os.replace(tmp, self.path)
         _fsync_dir(self.path.parent)
-        self._drop_salvage_copy()  # the vault file is whole again
         self._open_env(create=False)
+        if self.salvaged:  # the vault file is whole again: now the journal may let go
+            self.salvaged = False
+            if self._journal is not None and not self.readonly:
+                self._journal.reset(self._seq)
         self._make_reserve()
 
 

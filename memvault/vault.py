@@ -195,16 +195,21 @@ class Vault:
         self.damaged: dict[bytes, str] = {}
         """Records that cannot be read, by stored id: what is wrong with each."""
         self._damaged_paths: dict[bytes, str] = {}  # their paths, where known
-        self._misfiled: dict[bytes, bytes] = {}  # stored id -> the record's true id
+        self._misfiled: dict[bytes, tuple[bytes, bytes, bytes]] = {}
+        """Records stored under a damaged id: stored id -> (true id, wrapped key, value)."""
         self._recreated: list[_Write] = []  # directories standing in for damaged ones
-        self._unverified = False  # the accumulator could not be checked (see _load)
+        self._unverified = False  # some record's generation is unreadable (see _load)
+        self.unexplained = False
+        """The integrity sum does not match what could be read: damage cannot be told
+        from removed or rolled-back records (repair then needs explicit acceptance)."""
         self._journal_boot = NO_BOOT  # written into every state while a journal is on
         self.pending_shreds = 0
         self.compaction_owed = False
         """Shredded or replaced bytes are still in the file (a compaction will remove them)."""
         self._root: Meta | None = None
         self.kdf_seconds = 0.0  # how long unlocking spent in Argon2id
-        self._dirty = False
+        self._dirty = False  # memories changed this session: compact at close
+        self._wrote = False  # anything written this session: settle the meta pages at close
         self._snapshot_stored = False
         self._compact_delay = compact_delay
         self._compact_timer: threading.Timer | None = None
@@ -334,14 +339,15 @@ class Vault:
         if journal:
             self._journal_boot = current_boot_id()
             store.open_journal_session(self._journal_boot)
-            self._write(_no_change)  # straight into LMDB: journal writes are still off
+            self._write(_no_change, bookkeeping=True)  # straight into LMDB: journal still off
             store.sync()
             store.journal_writes(True)
         else:
             if previous.session_open:  # a killed daemon's session: closed now
-                self._write(_no_change)
+                self._write(_no_change, bookkeeping=True)
                 store.sync()
-            store.close_journal()
+            if not store.salvaged:  # on a salvage copy the journal waits for the rebuild
+                store.close_journal()
         if self.compaction_owed and not self.damaged:
             try:
                 self.compact()
@@ -393,7 +399,6 @@ class Vault:
                 except (DecryptionError, RecordFormatError):
                     self.damaged[_ROOT_ID] = "the root directory's attributes are damaged"
             if store.salvaged:  # read around a damaged structure: something may be missing
-                self._unverified = True
                 self._mark_damaged(
                     _STRUCTURE_ID, "LMDB could not read it; what remains was read around it",
                     "the file's storage structure",
@@ -409,11 +414,12 @@ class Vault:
                     return
             self._acc = self._load_every_record(txn, known_paths)
         if self._acc != stored_acc:
-            if not self._unverified:
+            if not (self._unverified or store.salvaged):
                 raise VaultTampered(
                     self.path,
                     "records were removed, duplicated or replaced by older copies outside memvault",
                 )
+            self.unexplained = True
             self._acc = stored_acc  # kept as stored until `repair` accepts what is left
         self._check_tree()
 
@@ -460,7 +466,7 @@ class Vault:
                 wrapped.pop(true_id, None)
                 acc.add(true_id, entry.meta.gen)
                 wipe(entry.data_key)
-                self._misfiled[stored_id] = true_id
+                self._misfiled[stored_id] = (true_id, key, value)
                 self._mark_damaged(
                     stored_id, "stored under a damaged record id; `repair` recovers it",
                     entry.meta.path,
@@ -495,8 +501,8 @@ class Vault:
         (``known_paths``), so that damage can be reported by path.
         """
         try:
-            plain = self._open_master(Kind.SNAPSHOT, sealed)
-        except DecryptionError:
+            plain = bytearray(padding.unframe(self._open_master(Kind.SNAPSHOT, sealed)))
+        except (DecryptionError, ValueError):
             return False
         entries: list[Entry] = []
         stamps: list[tuple[bytes, bytes]] = []
@@ -542,11 +548,14 @@ class Vault:
             ),
         )
         try:
-            sealed = self._seal_master(Kind.SNAPSHOT, plain)
+            framed = padding.frame(plain)
+            sealed = seal(
+                self._master, framed, self._ad(Kind.SNAPSHOT), padding.bucket(len(framed))
+            )
         finally:
             wipe(plain)
         dbs = self._store.dbs
-        self._write(lambda txn: txn.put(_SNAPSHOT_KEY, sealed, db=dbs["state"]))
+        self._write(lambda txn: txn.put(_SNAPSHOT_KEY, sealed, db=dbs["state"]), bookkeeping=True)
         self._snapshot_stored = True
 
     def _decode_entry(self, record_id: bytes, wrapped_key: bytes | None, value) -> Entry:
@@ -572,7 +581,13 @@ class Vault:
             for rid, reason in list(self.damaged.items())[:limit]
         ]
         more = len(self.damaged) - len(shown)
-        return "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
+        text = "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
+        if self.unexplained:
+            text += (
+                "; and what can be read does not add up to the vault's integrity sum, so "
+                "records may also be missing or rolled back"
+            )
+        return text
 
     def _check_tree(self) -> None:
         """Every record's parent must be a directory record.
@@ -599,26 +614,30 @@ class Vault:
         for write in self._recreated:
             self._index(write.entry)
 
-    def repair(self) -> list[str]:
-        """Drop what is damaged, re-file what was stored under a damaged id, and compact.
+    def repair(self, *, accept_unverified: bool = False) -> list[str]:
+        """Re-file what was stored under a damaged id, drop what is damaged, and compact.
 
-        Returns one line per action. Afterwards the vault is whole again: its
-        accumulator is re-sealed over the records that verify (the user's
-        explicit choice, since what was lost cannot be checked any more).
+        Returns one line per action. Everything happens in one rewrite of the
+        file (an atomic rename): a repair killed half-way changes nothing.
+        Afterwards the vault is whole again, its accumulator re-sealed over
+        the records that verify. When what could be read does not add up to
+        the old accumulator, damage cannot be told from removed or rolled-back
+        records, and only ``accept_unverified`` goes on.
         """
         with self._lock:
             self._check_writable()
-            done = []
-            dbs = self._store.dbs
-            refiled: list[Entry] = []
-            with self._store.read() as txn:
-                moves = []
-                for stored_id, true_id in self._misfiled.items():
-                    value = bytes(txn.get(stored_id, db=dbs["records"]))
-                    wrapped = bytes(txn.get(true_id, db=dbs["keys"]))
-                    refiled.append(self._decode_entry(true_id, wrapped, value))
-                    moves.append((stored_id, true_id, value))
-            refiled_ids = set(self._misfiled.values())
+            if self.unexplained and not accept_unverified:
+                raise VaultTampered(
+                    self.path,
+                    "what can be read does not add up to its integrity sum, so damage cannot "
+                    "be told from removed or rolled-back records; `memvault repair "
+                    "--accept-unverified` accepts the vault as it now reads",
+                )
+            refiled = [
+                (stored_id, self._decode_entry(true_id, wrapped, value), value)
+                for stored_id, (true_id, wrapped, value) in self._misfiled.items()
+            ]
+            refiled_ids = {entry.record_id for _, entry, _ in refiled}
             dropped = [
                 rid
                 for rid in self.damaged
@@ -626,25 +645,29 @@ class Vault:
                 and rid not in refiled_ids
                 and rid not in (_ROOT_ID, _STRUCTURE_ID)
             ]
-            recreated = self._recreated
-
             # Damaged entries are left out of the rewritten file rather than
             # deleted: a damaged key may be one LMDB cannot even look up.
             leave_out = {(db, rid) for rid in dropped for db in ("records", "keys", "derived")}
-            leave_out |= {("records", sid) for sid, _, _ in moves if sid not in refiled_ids}
-
-            def txn_fn(txn) -> None:
-                for _, true_id, value in moves:
-                    txn.put(true_id, value, db=dbs["records"])
-                for w in recreated:
-                    self._put_record(txn, w)
-
+            leave_out |= {("records", sid) for sid, _, _ in refiled if sid not in refiled_ids}
+            leave_out.add(("state", _SNAPSHOT_KEY))
+            extra = {("records", entry.record_id): value for _, entry, value in refiled}
+            for w in self._recreated:
+                extra[("records", w.entry.record_id)] = self._pack_record(w, w.sealed_body)
+                extra[("keys", w.entry.record_id)] = w.wrapped_key
+            if _ROOT_ID in self.damaged:
+                plain = self.root_meta().encode()
+                extra[("state", _ROOT_KEY)] = seal(
+                    self._master, plain, self._ad(Kind.META, _ROOT_ID), padding.bucket(len(plain))
+                )
             acc = Accumulator(self._state_key)
-            for entry in [*self._by_id.values(), *refiled]:
+            for entry in [*self._by_id.values(), *(e for _, e, _ in refiled)]:
                 acc.add(entry.record_id, entry.meta.gen)
-            self._write(txn_fn, acc, owes_compaction=True)
+            extra[("state", _STATE_KEY)] = self._sealed_state(acc)
+            self.compact(leave_out, extra)
             self._acc = acc
-            for entry in refiled:
+            self._snapshot_stored = False
+            done = []
+            for _, entry, _ in refiled:
                 self._index(entry)
                 done.append(f"recovered {entry.meta.path}")
             done += [
@@ -652,18 +675,19 @@ class Vault:
                 f" ({self.damaged[rid]})"
                 for rid in dropped
             ]
-            done += [f"recreated the directory {w.entry.meta.path}" for w in recreated]
+            done += [f"recreated the directory {w.entry.meta.path}" for w in self._recreated]
             if _STRUCTURE_ID in self.damaged:
                 done.append("rebuilt the file's storage structure from what could be read")
             if _ROOT_ID in self.damaged:
-                self._set_root(self.root_meta())
                 done.append("reset the root directory's attributes")
+            if self.unexplained:
+                done.append("accepted the vault as it now reads (its integrity sum did not match)")
             self.damaged.clear()
             self._damaged_paths.clear()
             self._misfiled.clear()
             self._recreated = []
-            self._unverified = False
-            self.compact(leave_out)
+            self._unverified = self.unexplained = False
+            self._store.close_journal()  # a salvaged journal is in the rebuilt file now
             return done
 
     # -- crypto helpers --------------------------------------------------------
@@ -1024,7 +1048,7 @@ class Vault:
             ad = self._ad(Kind.VECTOR, record_id, body_gen)
             sealed = seal(entry.data_key, framed, ad, padding.bucket(len(framed)))
             dbs = self._store.dbs
-            self._write(lambda txn: txn.put(record_id, sealed, db=dbs["derived"]))
+            self._write(lambda txn: txn.put(record_id, sealed, db=dbs["derived"]), bookkeeping=True)
             return True
 
     def get_derived(self, record_id: bytes) -> bytes | None:
@@ -1262,16 +1286,23 @@ class Vault:
             write.sealed_body = self._seal_body(write.entry, b"")
         return write
 
-    def _write(self, fn: Callable, acc: Accumulator | None = None, *, owes_compaction=False):
+    def _write(
+        self,
+        fn: Callable,
+        acc: Accumulator | None = None,
+        *,
+        owes_compaction: bool = False,
+        bookkeeping: bool = False,
+    ):
         """Run ``fn`` in one store write, with the sealed state that goes with it.
 
         Every write carries the state (accumulator, the journal position it
         will have, whether a journal is on), so what LMDB or the journal holds
-        always says, authenticated, how far it goes.
+        always says, authenticated, how far it goes. ``bookkeeping`` writes
+        (the state alone, the index snapshot) do not make a compaction worth
+        it at close.
         """
-        state = VaultState(self._acc if acc is None else acc, self._store.next_seq)
-        state.journal_boot = self._journal_boot
-        sealed = self._seal_master(Kind.STATE, state.encode())
+        sealed = self._sealed_state(acc)
         dbs = self._store.dbs
 
         def txn_fn(txn):
@@ -1282,14 +1313,19 @@ class Vault:
             return result
 
         result = self._store.write(txn_fn)
-        self._dirty = True
+        self._wrote = True
+        self._dirty = self._dirty or not bookkeeping
         if owes_compaction:
             self.compaction_owed = True
         return result
 
-    def _put_record(self, txn, w: _Write) -> None:
-        """Store one record's sealed generation, metadata and body (and a new key)."""
-        dbs = self._store.dbs
+    def _sealed_state(self, acc: Accumulator | None = None) -> bytes:
+        state = VaultState(self._acc if acc is None else acc, self._store.next_seq)
+        state.journal_boot = self._journal_boot
+        return self._seal_master(Kind.STATE, state.encode())
+
+    def _pack_record(self, w: _Write, sealed_body: bytes) -> bytes:
+        """A record's stored value: its sealed generation, metadata and the given body."""
         rid = w.entry.record_id
         meta = w.entry.meta.encode()
         sealed_meta = seal(
@@ -1298,11 +1334,17 @@ class Vault:
         sealed_gen = seal(
             self._master, records.GEN.pack(w.entry.meta.gen), self._ad(Kind.GENERATION, rid)
         )
+        return records.pack(sealed_gen, sealed_meta, sealed_body)
+
+    def _put_record(self, txn, w: _Write) -> None:
+        """Store one record (keeping its stored body unless the write has a new one)."""
+        dbs = self._store.dbs
+        rid = w.entry.record_id
         body = w.sealed_body
         if body is None:
             _, _, stored_body = records.unpack(txn.get(rid, db=dbs["records"]))
             body = bytes(stored_body)
-        txn.put(rid, records.pack(sealed_gen, sealed_meta, body), db=dbs["records"])
+        txn.put(rid, self._pack_record(w, body), db=dbs["records"])
         if w.wrapped_key is not None:
             txn.put(rid, w.wrapped_key, db=dbs["keys"])
         elif w.sealed_body is not None:  # new content: its derived data is stale
@@ -1410,12 +1452,16 @@ class Vault:
             if not self._store.readonly:
                 self._store.sync()
 
-    def compact(self, leave_out: Iterable[tuple[str, bytes]] = ()) -> None:
+    def compact(
+        self,
+        leave_out: Iterable[tuple[str, bytes]] = (),
+        extra: dict[tuple[str, bytes], bytes] | None = None,
+    ) -> None:
         """Rewrite the vault file without free pages: shredded bytes are gone after this."""
         with self._lock:
             self._check_writable()
             dropped = frozenset({("state", COMPACTION_OWED_KEY), *leave_out})
-            self._store.rebuild(leave_out=dropped)
+            self._store.rebuild(leave_out=dropped, extra=extra)
             self.pending_shreds = 0
             self.compaction_owed = False
             self._dirty = False
@@ -1430,14 +1476,16 @@ class Vault:
         B-tree's half-full pages (random ids split them): a locked vault is
         always as small as it can be.
         """
-        if not self._snapshot_stored and not self.damaged:
+        if self.damaged:
+            return  # opened only to be repaired: repair() does its own rewrite
+        if not self._snapshot_stored:
             with contextlib.suppress(DiskFull):  # only an unlock speed-up
                 self._write_snapshot()
         self._store.flush()
         if self._journal_boot != NO_BOOT:
             self._store.journal_writes(False)
             self._journal_boot = NO_BOOT
-            self._write(_no_change)
+            self._write(_no_change, bookkeeping=True)
         if self.compaction_owed or self._dirty:
             try:
                 self.compact()
@@ -1446,7 +1494,10 @@ class Vault:
                 self._store.sync()
                 if self.compaction_owed:
                     raise CompactionPending(self.path, "the disk is full") from None
+        elif self._wrote:
+            self._store.settle()
         self._store.sync()
+        self._store.close_journal()  # the state in the file says no session is open
 
     def close(self) -> None:
         """Finish pending shreds (compaction), then wipe every key from memory."""

@@ -81,3 +81,14 @@ def test_shred_with_daemon_killed_right_after_rm_is_finished_by_the_next_unlock(
         assert_nowhere([b"launch codes", b"secret.md"], mount.vault.parent, run_dir)
         assert mount.lock().returncode == 0
         force_lock(mount)
+
+
+def test_a_session_that_changed_nothing_does_not_rewrite_the_file(vault_path):
+    Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
+    with reopen(vault_path) as v:
+        v.put("a.md", b"a")
+    for options in ({"journal": True}, {}):
+        inode = vault_path.stat().st_ino
+        with reopen(vault_path, **options):
+            pass
+        assert vault_path.stat().st_ino == inode, f"rewritten by an idle session {options}"

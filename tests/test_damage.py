@@ -241,7 +241,6 @@ def test_no_single_flip_in_a_record_locks_out_the_vault(vault_path, three_memori
         "a.md": hashlib.sha256(b"content of a.md " * 20).hexdigest(),
         "z.md": hashlib.sha256(b"content of z.md " * 20).hexdigest(),
     }
-    salvaged = 0
     for offset in range(node, node + 8 + 16 + 48 + 4 + 200):
         damaged = bytearray(original)
         damaged[offset] ^= 0x10
@@ -251,9 +250,70 @@ def test_no_single_flip_in_a_record_locks_out_the_vault(vault_path, three_memori
         assert "open_error" not in result, (offset - node, result)
         assert set(result["results"].values()) == {"ok"}, (offset - node, result)
         if offset - node < 8:
-            salvaged += not (vault_path.with_name(vault_path.name + ".salvage")).exists()
             with reopen(vault_path, repair=True) as v:
-                v.repair()
+                v.repair(accept_unverified=True)
             with reopen(vault_path) as v:
                 assert {n for n in others if v.exists(n)} == set(others)
-    assert salvaged == 8, "the salvage copy is removed at close"
+        assert sorted(p.name for p in vault_path.parent.iterdir()) == [
+            "memory.vault",
+            "memory.vault-lock",
+            "memory.vault-reserve",
+        ], "a salvage copy must not outlive the process that made it"
+
+
+def _killed_journaled_write(vault_path, name: str) -> None:
+    """A mount daemon that journaled one more memory, then was killed."""
+    import subprocess
+    import sys
+
+    from .conftest import PASSPHRASE
+
+    script = (
+        "import os, sys\n"
+        "from memvault.vault import Vault\n"
+        "v = Vault.open(sys.argv[1], sys.argv[2].encode(), compact_delay=None, journal=True)\n"
+        f"v.put({name!r}, b'journaled')\n"
+        "os.kill(os.getpid(), 9)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(vault_path), PASSPHRASE.decode()])
+    assert done.returncode == -signal.SIGKILL
+
+
+def test_damaged_structure_keeps_a_killed_daemons_journal_through_repair(
+    vault_path, three_memories
+):
+    rid, value = three_memories
+    _killed_journaled_write(vault_path, "c.md")
+    data = bytearray(vault_path.read_bytes())
+    data[_node_at(bytes(data), rid, value) - 1] ^= 0x10  # LMDB's key size: the tree is broken
+    vault_path.write_bytes(bytes(data))
+    with pytest.raises(errors.VaultDamaged):
+        reopen(vault_path, journal=True)  # what `unlock` does: refused, and nothing lost
+    with reopen(vault_path, readonly=True) as ro:
+        assert ro.get("c.md") == b"journaled"
+    with reopen(vault_path, repair=True) as v:
+        v.repair(accept_unverified=True)
+    with reopen(vault_path) as v:
+        assert v.get("c.md") == b"journaled" and v.get("a.md").startswith(b"content of a.md")
+
+
+def test_a_rollback_hidden_behind_a_junk_record_is_not_repaired_silently(vault_path):
+    from memvault.vault import Vault
+
+    from .conftest import FAST_KDF, PASSPHRASE
+
+    with Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None) as v:
+        v.put("policy.md", b"allow: nothing")
+        v.put("other.md", b"x")
+        rid, old, _ = rawvault.record_for(vault_path, v, "policy.md")
+    with reopen(vault_path) as v:
+        v.put("policy.md", b"allow: everything revoked")
+    with rawvault.raw(vault_path, write=True) as (txn, dbs):
+        txn.put(rid, old, db=dbs["records"])  # the old version back...
+        txn.put(os.urandom(16), os.urandom(200), db=dbs["records"])  # ...behind some junk
+    with reopen(vault_path, readonly=True) as ro:
+        assert "integrity sum" in ro.describe_damage()
+    with reopen(vault_path, repair=True) as v, pytest.raises(errors.VaultTampered):
+        v.repair()
+    with reopen(vault_path, repair=True) as v:  # only when the user accepts it explicitly
+        assert any("accepted" in line for line in v.repair(accept_unverified=True))

@@ -182,3 +182,33 @@ def test_journaled_vault_flushes_and_shreds(vault_path):
         assert value[i : i + 16] not in data
     with reopen(vault_path) as again:
         assert again.get("b.md") == b"B" * 500 and not again.exists("a.md")
+
+
+def test_a_refused_unlock_keeps_the_journal(vault_path):
+    """A writable open refused after replaying (a damaged record) must not delete the
+    journal while the sealed state still says a session is open."""
+    killed_writer(vault_path)
+    with reopen(vault_path, readonly=True) as ro:
+        rid = ro.record_id("j/7.md")
+    with reopen(vault_path) as v:
+        value = rawvault.record_for(vault_path, v, "j/7.md")[1]
+        v.put("j/8.md", b"after the replay")  # a session that changed something...
+    killed_writer_again = textwrap.dedent(
+        """
+        import os, sys
+        from memvault.vault import Vault
+        v = Vault.open(sys.argv[1], sys.argv[2].encode(), compact_delay=None, journal=True)
+        v.put("late.md", b"journaled late")
+        os.kill(os.getpid(), 9)
+        """
+    )
+    subprocess.run(
+        [sys.executable, "-c", killed_writer_again, str(vault_path), PASSPHRASE.decode()]
+    )
+    meta, _ = rawvault.split(value)
+    rawvault.flip_in_file(vault_path, meta[30:62], 3)
+    with pytest.raises(errors.VaultDamaged):
+        reopen(vault_path, journal=True)
+    assert journal_path(vault_path).exists()
+    with reopen(vault_path, readonly=True) as ro:  # no false "journal is missing"
+        assert ro.get("late.md") == b"journaled late" and rid in ro.damaged

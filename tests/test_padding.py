@@ -97,3 +97,19 @@ def test_vault_stays_under_2_5_kb_per_0_9_kb_memory(vault_path, vault):
         pass
     per_memory = vault_path.stat().st_size / 300
     assert per_memory < 2500, per_memory
+
+
+def test_index_snapshot_does_not_show_a_path_length(tmp_path):
+    from memvault.vault import Vault
+
+    from .conftest import FAST_KDF, PASSPHRASE
+
+    sizes = []
+    for name in ("b.md", "another-secret-project-name.md"):
+        path = tmp_path / name / "memory.vault"
+        with Vault.create(path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None) as v:
+            v.put("a.md", b"x")
+            v.put(name, b"x")
+        with rawvault.raw(path) as (txn, dbs):
+            sizes.append(len(txn.get(b"snapshot", db=dbs["state"])))
+    assert sizes[0] == sizes[1]
