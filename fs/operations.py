@@ -30,9 +30,9 @@ import trio
 
 from .. import paths
 from ..errors import MemoryNotFound, MemvaultError
-from ..records import FILE, Meta
 from ..search import SearchService
 from ..vault import MAX_MEMORY_SIZE, Vault
+from ..vault.records import FILE, Meta
 from . import searchtree
 from .errors import fuse_errors
 from .handles import OpenFile, OpenFiles

@@ -32,8 +32,8 @@ from .fs.runtime import MountError, MountRecord, clean_stale, is_stale, mounted_
 from .hardening import harden_process
 from .mounted import MountedVault
 from .passphrase import ENV_VAR, read_passphrase
-from .store import compaction_owed
 from .vault import MAX_MEMORY_SIZE, Vault, read_info
+from .vault.store import compaction_owed
 
 DEFAULT_VAULT = "~/.memvault/memory.vault"
 DEFAULT_MOUNTPOINT = "~/memory"

@@ -34,8 +34,8 @@ from .errors import (
     VaultLocked,
 )
 from .fs.runtime import mount_device, pid_alive
-from .records import DIRECTORY, FILE, SYMLINK, Meta
 from .vault import MAX_MEMORY_SIZE
+from .vault.records import DIRECTORY, FILE, SYMLINK, Meta
 
 _ERRORS = {
     errno.ENOENT: MemoryNotFound,

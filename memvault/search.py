@@ -27,8 +27,8 @@ from . import paths
 from .errors import ModelMismatch
 from .index.hybrid import Hit, HybridIndex
 from .index.vectors import HNSW_THRESHOLD
-from .records import FILE
 from .vault import Vault
+from .vault.records import FILE
 
 log = logging.getLogger("memvault.search")
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import lmdb
 
-from memvault import records
 from memvault.crypto import with_checksum, without_checksum
+from memvault.vault import records
 
 
 @contextmanager

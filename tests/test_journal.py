@@ -11,9 +11,9 @@ import uuid
 import pytest
 
 from memvault import errors
-from memvault import journal as journal_module
-from memvault.journal import HEADER_SIZE, journal_path
 from memvault.vault import Vault
+from memvault.vault import journal as journal_module
+from memvault.vault.journal import HEADER_SIZE, journal_path
 
 from . import rawvault
 from .conftest import (

@@ -11,7 +11,7 @@ import os
 import random
 import struct
 
-from memvault import padding, records
+from memvault.vault import padding, records
 
 from . import rawvault
 from .conftest import reopen

@@ -136,7 +136,7 @@ def test_binary_and_empty_content(vault):
 
 
 def test_too_large_is_refused(vault, monkeypatch):
-    from memvault import vault as vault_module
+    from memvault.vault import core as vault_module
 
     monkeypatch.setattr(vault_module, "MAX_MEMORY_SIZE", 1000)
     with pytest.raises(errors.TooLarge):

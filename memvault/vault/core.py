@@ -28,9 +28,8 @@ from dataclasses import dataclass, replace
 from itertools import zip_longest
 from pathlib import Path
 
-from . import padding, paths, records, snapshot
-from .accumulator import Accumulator
-from .crypto import (
+from .. import paths
+from ..crypto import (
     DEFAULT_KDF,
     Binding,
     DecryptionError,
@@ -43,7 +42,7 @@ from .crypto import (
     seal,
     wipe,
 )
-from .errors import (
+from ..errors import (
     AlreadyExists,
     CompactionPending,
     DirectoryNotEmpty,
@@ -66,6 +65,8 @@ from .errors import (
     VaultTampered,
     WrongPassphrase,
 )
+from . import padding, records, snapshot
+from .accumulator import Accumulator
 from .header import FORMAT_VERSION, Header, HeaderError
 from .journal import NO_BOOT, current_boot_id
 from .records import DIRECTORY, FILE, SYMLINK, Meta, RecordFormatError

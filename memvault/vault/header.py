@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from .crypto import ChecksumError, with_checksum, without_checksum
+from ..crypto import ChecksumError, with_checksum, without_checksum
 
 MAGIC = "memvault"
 FORMAT_VERSION = 2

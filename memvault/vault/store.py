@@ -36,8 +36,7 @@ from typing import TypeVar
 
 import lmdb
 
-from . import salvage
-from .errors import (
+from ..errors import (
     DiskFull,
     JournalDamaged,
     MemvaultError,
@@ -47,6 +46,7 @@ from .errors import (
     VaultTampered,
     VaultUnreadable,
 )
+from . import salvage
 from .journal import (
     DELETE,
     NO_BOOT,
