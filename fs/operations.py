@@ -16,6 +16,7 @@ page cache is never stale). search/ is handled here too (see searchtree.py).
 from __future__ import annotations
 
 import base64
+import contextlib
 import errno
 import functools
 import itertools
@@ -32,7 +33,7 @@ from .. import paths
 from ..errors import MemoryNotFound, MemvaultError
 from ..search import SearchService
 from ..vault import MAX_MEMORY_SIZE, Vault
-from ..vault.records import FILE, Meta
+from ..vault.records import DIRECTORY, FILE, SYMLINK, Meta
 from . import searchtree
 from .errors import fuse_errors
 from .handles import OpenFile, OpenFiles
@@ -92,26 +93,20 @@ class VaultOperations(pyfuse3.Operations):
         else:
             self._commit(state)
 
-    def _path(self, inode: int) -> str:
-        """The current path of an inode ('' for the root)."""
+    def _record(self, inode: int) -> bytes | None:
+        """The record id of an inode (None for the root)."""
         if inode >= SEARCH_INODE:
             raise pyfuse3.FUSEError(errno.EROFS)  # search/ is read-only
         try:
-            record_id = self.inodes.record(inode)
+            return self.inodes.record(inode)
         except KeyError:
             raise pyfuse3.FUSEError(errno.ENOENT) from None
-        if record_id is None:
-            return paths.ROOT
-        meta = self.vault.by_record_id(record_id)
-        if meta is None:
-            raise pyfuse3.FUSEError(errno.ENOENT)
-        return meta.path
 
-    def _child(self, parent_inode: int, name: bytes) -> str:
+    def _name(self, parent_inode: int, name: bytes) -> tuple[bytes | None, str]:
+        """(directory record id, name) of a request naming an entry in a directory."""
         if parent_inode == ROOT and name == SEARCH_NAME and self.search is not None:
             raise pyfuse3.FUSEError(errno.EROFS)
-        parent = self._path(parent_inode)
-        return paths.join(parent, paths.check_name(os.fsdecode(name)))
+        return self._record(parent_inode), paths.check_name(os.fsdecode(name))
 
     def _attrs(self, meta: Meta, record_id: bytes | None) -> pyfuse3.EntryAttributes:
         attrs = pyfuse3.EntryAttributes()
@@ -136,10 +131,10 @@ class VaultOperations(pyfuse3.Operations):
         attrs.st_ctime_ns = meta.ctime_ns
         return attrs
 
-    def _attrs_of_path(self, path: str) -> pyfuse3.EntryAttributes:
-        if path == paths.ROOT:
-            return self._attrs(self.vault.root_meta(), None)
-        record_id, meta = self.vault.entry_at(path)
+    def _attrs_of(self, record_id: bytes | None) -> pyfuse3.EntryAttributes:
+        meta = self.vault.by_record_id(record_id)
+        if meta is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
         return self._attrs(meta, record_id)
 
     def _load(self, state: OpenFile) -> bytearray:
@@ -171,16 +166,12 @@ class VaultOperations(pyfuse3.Operations):
                 if state.committing is data:
                     state.committing = None
 
-    def _keep_open_data(self, path: str) -> None:
+    def _keep_open_data(self, record_id: bytes) -> None:
         """Before a record is shredded or replaced, let its open handles keep reading."""
-        try:
-            record_id = self.vault.record_id(path)
-        except MemoryNotFound:
-            return
         state = self.files.of_record(record_id)
         if state is not None:
             if state.data is None:
-                state.data = bytearray(self.vault.get(path))
+                state.data = bytearray(self.vault.get_record(record_id))
             self.files.detach(record_id)
 
     # -- names and attributes --------------------------------------------------
@@ -192,9 +183,10 @@ class VaultOperations(pyfuse3.Operations):
                 return self._search_dir_attrs()
             if parent_inode == SEARCH_INODE:
                 return await self._run_query(os.fsdecode(name))
-        path = self._child(parent_inode, name)
+        parent, child = self._name(parent_inode, name)
         try:
-            return self._attrs_of_path(path)
+            record_id, meta = self.vault.lookup(parent, child)
+            return self._attrs(meta, record_id)
         except MemoryNotFound:
             # A negative entry the kernel may cache: every create passes through
             # the kernel, which drops it then.
@@ -212,7 +204,7 @@ class VaultOperations(pyfuse3.Operations):
             if name is None:
                 raise pyfuse3.FUSEError(errno.ENOENT)
             return await self._run_query(name)
-        return self._attrs_of_path(self._path(inode))
+        return self._attrs_of(self._record(inode))
 
     # -- search/ ---------------------------------------------------------------
 
@@ -254,13 +246,12 @@ class VaultOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def setattr(self, inode, attr, fields, fh, ctx):
-        path = self._path(inode)
-        record_id = self.vault.record_id(path) if path != paths.ROOT else None
+        record_id = self._record(inode)
         state = self.files.of_record(record_id) if record_id is not None else None
         if fields.update_size:
             if attr.st_size > MAX_MEMORY_SIZE:
                 raise pyfuse3.FUSEError(errno.EFBIG)
-            if self.vault.stat(path).is_dir:
+            if record_id is None or self._meta(record_id).is_dir:
                 raise pyfuse3.FUSEError(errno.EISDIR)
 
             def truncate() -> None:
@@ -280,10 +271,8 @@ class VaultOperations(pyfuse3.Operations):
                 self._commit(state)
 
             await self._in_thread(truncate)
-            path = self._path(inode)  # a rename may have landed meanwhile
         elif state is not None and state.dirty:
             await self._commit_soon(state)  # so that new times stick
-            path = self._path(inode)
         changes = {}
         if fields.update_mode:
             changes["mode"] = stat.S_IMODE(attr.st_mode)
@@ -296,12 +285,16 @@ class VaultOperations(pyfuse3.Operations):
         elif fields.update_size:
             changes["mtime_ns"] = time.time_ns()
         if changes:
-            self.vault.set_attrs(path, **changes)
-        return self._attrs_of_path(path)
+            meta = self.vault.set_record_attrs(record_id, **changes)
+            return self._attrs(meta, record_id)
+        return self._attrs_of(record_id)
 
     @fuse_errors
     async def readlink(self, inode, ctx):
-        return os.fsencode(self.vault.readlink(self._path(inode)))
+        record_id = self._record(inode)
+        if record_id is None:
+            raise pyfuse3.FUSEError(errno.EINVAL)
+        return os.fsencode(self.vault.readlink_record(record_id))
 
     @fuse_errors
     async def statfs(self, ctx):
@@ -330,14 +323,12 @@ class VaultOperations(pyfuse3.Operations):
                 if (entry := self.results.get(name)) is not None
             ]
             return fh
-        path = self._path(inode)
         # search/ is reachable by name but not listed: find, grep -r, tar and
         # rsync of the whole mount see memories, not query results.
-        entries = []
-        for name, meta in self.vault.list(path):
-            record_id = self.vault.record_id(paths.join(path, name))
-            entries.append((os.fsencode(name), record_id, self._attrs(meta, record_id)))
-        self._dirs[fh] = entries  # a snapshot: offsets survive concurrent changes
+        self._dirs[fh] = [  # a snapshot: offsets survive concurrent changes
+            (os.fsencode(name), record_id, self._attrs(meta, record_id))
+            for name, record_id, meta in self.vault.listdir(self._record(inode))
+        ]
         return fh
 
     @fuse_errors
@@ -357,45 +348,33 @@ class VaultOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def mkdir(self, parent_inode, name, mode, ctx):
-        path = self._child(parent_inode, name)
-        self.vault.mkdir(path, mode=stat.S_IMODE(mode))
-        self._set_owner(path, ctx)
-        return self._attrs_of_path(path)
+        return self._create(parent_inode, name, DIRECTORY, stat.S_IMODE(mode), ctx)
 
     @fuse_errors
     async def rmdir(self, parent_inode, name, ctx):
-        path = self._child(parent_inode, name)
-        if not self.vault.stat(path).is_dir:
-            raise pyfuse3.FUSEError(errno.ENOTDIR)
-        self.vault.delete(path)
+        record_id, _ = self.vault.lookup(*self._name(parent_inode, name))
+        self.vault.remove_record(record_id, directory=True)
 
     @fuse_errors
     async def unlink(self, parent_inode, name, ctx):
-        path = self._child(parent_inode, name)
-        if self.vault.stat(path).is_dir:
-            raise pyfuse3.FUSEError(errno.EISDIR)
-        self._keep_open_data(path)
-        self.vault.delete(path)
+        record_id, _ = self.vault.lookup(*self._name(parent_inode, name))
+        self._keep_open_data(record_id)
+        self.vault.remove_record(record_id, directory=False)
 
     @fuse_errors
     async def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):
-        old = self._child(parent_inode_old, name_old)
-        new = self._child(parent_inode_new, name_new)
-        if flags & pyfuse3.RENAME_EXCHANGE:
-            self.vault.exchange(old, new)
-            return
-        self.vault.stat(old)
+        old = self._name(parent_inode_old, name_old)
+        new = self._name(parent_inode_new, name_new)
+        exchange = bool(flags & pyfuse3.RENAME_EXCHANGE)
         noreplace = bool(flags & pyfuse3.RENAME_NOREPLACE)
-        if not noreplace and old != new:
-            self._keep_open_data(new)
-        self.vault.rename(old, new, replace_existing=not noreplace)
+        if not (exchange or noreplace) and old != new:
+            with contextlib.suppress(MemoryNotFound):
+                self._keep_open_data(self.vault.lookup(*new)[0])
+        self.vault.move(*old, *new, replace_existing=not noreplace, exchange=exchange)
 
     @fuse_errors
     async def symlink(self, parent_inode, name, target, ctx):
-        path = self._child(parent_inode, name)
-        self.vault.symlink(path, os.fsdecode(target))
-        self._set_owner(path, ctx)
-        return self._attrs_of_path(path)
+        return self._create(parent_inode, name, SYMLINK, 0o777, ctx, os.fsdecode(target))
 
     @fuse_errors
     async def link(self, inode, new_parent_inode, new_name, ctx):
@@ -405,30 +384,26 @@ class VaultOperations(pyfuse3.Operations):
     async def mknod(self, parent_inode, name, mode, rdev, ctx):
         if not stat.S_ISREG(mode):
             raise pyfuse3.FUSEError(errno.ENOTSUP)  # no devices, FIFOs or sockets
-        path = self._child(parent_inode, name)
-        self._create_file(path, mode, ctx)
-        return self._attrs_of_path(path)
+        return self._create(parent_inode, name, FILE, stat.S_IMODE(mode), ctx)
 
     # -- files -----------------------------------------------------------------
 
-    def _create_file(self, path: str, mode: int, ctx) -> None:
-        if self.vault.exists(path):
-            raise pyfuse3.FUSEError(errno.EEXIST)
-        self.vault.put(path, b"", mode=stat.S_IMODE(mode))
-        self._set_owner(path, ctx)
-
-    def _set_owner(self, path: str, ctx) -> None:
-        """New entries belong to the caller (root may create them for others)."""
-        if (ctx.uid, ctx.gid) != (os.getuid(), os.getgid()):
-            self.vault.set_attrs(path, uid=ctx.uid, gid=ctx.gid)
+    def _create(
+        self, parent_inode: int, name: bytes, kind: int, mode: int, ctx, target: str = ""
+    ) -> pyfuse3.EntryAttributes:
+        """A new entry, owned by the caller (root may create entries for others)."""
+        parent, child = self._name(parent_inode, name)
+        record_id, meta = self.vault.create_in(
+            parent, child, kind, mode=mode, uid=ctx.uid, gid=ctx.gid, target=target
+        )
+        return self._attrs(meta, record_id)
 
     @fuse_errors
     async def create(self, parent_inode, name, mode, flags, ctx):
-        path = self._child(parent_inode, name)
-        self._create_file(path, mode, ctx)
-        fh, state = self.files.open(self.vault.record_id(path))
+        attrs = self._create(parent_inode, name, FILE, stat.S_IMODE(mode), ctx)
+        fh, state = self.files.open(self.inodes.record(attrs.st_ino))
         state.data = bytearray() if state.data is None else state.data
-        return pyfuse3.FileInfo(fh=fh, keep_cache=True), self._attrs_of_path(path)
+        return pyfuse3.FileInfo(fh=fh, keep_cache=True), attrs
 
     @fuse_errors
     async def open(self, inode, flags, ctx):
@@ -442,8 +417,10 @@ class VaultOperations(pyfuse3.Operations):
             fh = next(self._result_fhs)
             self._result_handles[fh] = cached.data
             return pyfuse3.FileInfo(fh=fh, direct_io=True)
-        path = self._path(inode)
-        record_id, meta = self.vault.entry_at(path)  # one lookup, path already normalised
+        record_id = self._record(inode)
+        meta = self.vault.by_record_id(record_id)
+        if meta is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
         if meta.type != FILE:
             raise pyfuse3.FUSEError(errno.EISDIR if meta.is_dir else errno.ELOOP)
         fh, state = self.files.open(record_id)
@@ -526,18 +503,17 @@ class VaultOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def setxattr(self, inode, name, value, ctx):
-        path = self._path(inode)
-        key = self._xattr_name(name)
-        xattrs = dict(self.vault.stat(path).xattrs)
-        xattrs[key] = base64.b64encode(value).decode()
-        self.vault.set_attrs(path, xattrs=xattrs)
+        record_id = self._record(inode)
+        xattrs = dict(self._meta(record_id).xattrs)
+        xattrs[self._xattr_name(name)] = base64.b64encode(value).decode()
+        self.vault.set_record_attrs(record_id, xattrs=xattrs)
 
     @fuse_errors
     async def getxattr(self, inode, name, ctx):
         if inode >= SEARCH_INODE:
             raise pyfuse3.FUSEError(pyfuse3.ENOATTR)
         key = self._xattr_name(name)
-        value = self.vault.stat(self._path(inode)).xattrs.get(key)
+        value = self._meta(self._record(inode)).xattrs.get(key)
         if value is None:
             raise pyfuse3.FUSEError(pyfuse3.ENOATTR)
         return base64.b64decode(value)
@@ -546,13 +522,18 @@ class VaultOperations(pyfuse3.Operations):
     async def listxattr(self, inode, ctx):
         if inode >= SEARCH_INODE:
             return []
-        return [os.fsencode(k) for k in self.vault.stat(self._path(inode)).xattrs]
+        return [os.fsencode(k) for k in self._meta(self._record(inode)).xattrs]
 
     @fuse_errors
     async def removexattr(self, inode, name, ctx):
-        path = self._path(inode)
-        key = self._xattr_name(name)
-        xattrs = dict(self.vault.stat(path).xattrs)
-        if xattrs.pop(key, None) is None:
+        record_id = self._record(inode)
+        xattrs = dict(self._meta(record_id).xattrs)
+        if xattrs.pop(self._xattr_name(name), None) is None:
             raise pyfuse3.FUSEError(pyfuse3.ENOATTR)
-        self.vault.set_attrs(path, xattrs=xattrs)
+        self.vault.set_record_attrs(record_id, xattrs=xattrs)
+
+    def _meta(self, record_id: bytes | None) -> Meta:
+        meta = self.vault.by_record_id(record_id)
+        if meta is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        return meta

@@ -32,11 +32,11 @@ def record_ids(path: Path) -> list[bytes]:
 
 def record_for(path: Path, vault_obj, memory_path: str) -> tuple[bytes, bytes, bytes]:
     """(record id, stored record value, wrapped data key) of a memory."""
-    rid = vault_obj._by_path[memory_path].record_id
+    rid = vault_obj._tree.by_path[memory_path].record_id
     store = vault_obj._store  # the vault is open: read through its own environment
     with store.read() as txn:
-        value = txn.get(rid, db=store.dbs["records"])
-        wrapped = txn.get(rid, db=store.dbs["keys"])
+        value = txn.get(rid, db="records")
+        wrapped = txn.get(rid, db="keys")
         return rid, bytes(value), bytes(wrapped)
 
 

@@ -60,9 +60,9 @@ def test_compaction_owed_by_a_killed_session_happens_next_time(vault_path):
             v.put(f"n/{i}.md", f"note {i} ".encode() * 50)
         store = v._store
         with store.read() as txn:
-            rid = v._by_path["n/3.md"].record_id
-            value = bytes(txn.get(rid, db=store.dbs["records"]))
-            wrapped = bytes(txn.get(rid, db=store.dbs["keys"]))
+            rid = v._tree.by_path["n/3.md"].record_id
+            value = bytes(txn.get(rid, db="records"))
+            wrapped = bytes(txn.get(rid, db="keys"))
         v.delete("n/3.md")
         sys.stdout.buffer.write(value.hex().encode() + b" " + wrapped.hex().encode() + b"\\n")
         sys.stdout.flush()

@@ -75,8 +75,8 @@ def test_rm_shreds_and_lock_leaves_no_byte(tmp_path):
         with Vault.open(m.vault, PASSPHRASE, readonly=True) as v:
             rid = v.record_id("token.md")
             with v._store.read() as txn:
-                value = bytes(txn.get(rid, db=v._store.dbs["records"]))
-                wrapped = bytes(txn.get(rid, db=v._store.dbs["keys"]))
+                value = bytes(txn.get(rid, db="records"))
+                wrapped = bytes(txn.get(rid, db="keys"))
         assert value[12:60] in m.vault.read_bytes()
         assert m.unlock().returncode == 0
         os.unlink(m.root / "token.md")

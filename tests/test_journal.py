@@ -172,7 +172,7 @@ def test_journaled_vault_flushes_and_shreds(vault_path):
         v._store.flush()
         rid = v.record_id("a.md")
         with v._store.read() as txn:
-            value = bytes(txn.get(rid, db=v._store.dbs["records"]))
+            value = bytes(txn.get(rid, db="records"))
         v.put("b.md", b"B" * 500)
         assert journal_path(vault_path).stat().st_size > 0
         v.delete("a.md")

@@ -80,7 +80,7 @@ def test_derived_values_carry_no_clear_generation(vault):
     gen = vault.stat("v.md").body_gen
     assert vault.put_derived(rid, gen, b"\x01" * 300)
     with vault._store.read() as txn:
-        stored = bytes(txn.get(rid, db=vault._store.dbs["derived"]))
+        stored = bytes(txn.get(rid, db="derived"))
     assert not stored.startswith(gen.to_bytes(8, "big"))
     assert (len(stored) - 40) % padding.SMALL_STEP == 0
     assert vault.get_derived(rid) == b"\x01" * 300

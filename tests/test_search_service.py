@@ -61,7 +61,7 @@ def test_shredded_memory_takes_its_vectors_along(vault_path, embedder):
         service = indexed(vault, embedder)
         rid = vault.record_id("zebra.md")
         with vault._store.read() as txn:
-            sealed = bytes(txn.get(rid, db=vault._store.dbs["derived"]))
+            sealed = bytes(txn.get(rid, db="derived"))
         vault.delete("zebra.md")
         assert vault.get_derived(rid) is None
         assert all(h.path != "zebra.md" for h in service.search("zebrafish tank"))

@@ -211,8 +211,8 @@ def test_readonly_vault_refuses_changes(vault_path, vault):
 
 def test_close_wipes_keys(vault):
     vault.put("a.md", b"a")
-    entry = vault._by_path["a.md"]
-    master = vault._master
+    entry = vault._tree.by_path["a.md"]
+    master = vault._sealer._master
     vault.close()
     assert master == bytearray(32)
     assert entry.data_key == bytearray(32)

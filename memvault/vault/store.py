@@ -1,34 +1,39 @@
-"""The LMDB file under the vault: one writer process, map growth, structural
-check and compacting rebuild. It stores opaque bytes; the Vault encrypts them.
+"""The LMDB file under the vault: one writer process, map growth, the journal,
+and the compacting rebuild. It stores opaque bytes; the Vault encrypts them.
 
 Why these choices:
 
 * ``lock=False``: LMDB's own lock file only coordinates processes, and a
-  vault allows exactly one writer process. We take an exclusive ``flock`` on
-  ``<vault>-lock`` instead (holding our pid, so a refusal can say who has it)
-  and serialise access within the process. This also lets compaction replace
-  the data file without leaving a lock region that describes the old one.
-* LMDB trusts its pages: a flipped byte in a branch page can make it read out
-  of bounds and kill the process. Before a file is opened in-process, a forked
-  child walks every database and touches every byte; if it crashes, hangs or
-  errors, the vault is reported as damaged instead.
+  vault allows exactly one writer process (lockfile.py). Within the process
+  the store serialises access itself, which also lets compaction replace the
+  data file without leaving a lock region that describes the old one.
+* LMDB trusts its pages, so a file is checked by a forked child before it is
+  mapped (structure.py), and read around its damage if that fails (salvage.py).
 * Compaction is a logical rebuild (every live key and value written into a
   fresh environment), not ``mdb_env_copy2(MDB_CP_COMPACT)``: a compacting copy
   keeps live pages verbatim, and LMDB leaves bytes of deleted nodes in the
   free gap inside live pages. A rebuild only ever writes live bytes.
+
+Concurrency. Three locks, always taken in this order, none held long by
+requests: ``_housekeeping`` serialises the two slow jobs (moving the journal
+into LMDB, rebuilding the file) with every direct LMDB write; ``_env_lock``
+is held for each LMDB transaction (with ``lock=False`` a reader must not run
+while a write commits) and to swap environments; ``_mu`` guards the journal,
+its sequence numbers and the overlay. While the journal takes the writes
+(the mount daemon), a rebuild copies LMDB without ``_env_lock`` (nothing
+writes into LMDB meanwhile) and swaps in a short critical section; what was
+journaled meanwhile stays in the journal and the overlay, and reaches the new
+file with the next flush.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import fcntl
 import heapq
 import logging
 import os
-import select
-import signal
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,33 +51,27 @@ from ..errors import (
     VaultTampered,
     VaultUnreadable,
 )
-from . import salvage
-from .journal import (
-    DELETE,
-    NO_BOOT,
-    PUT,
-    Journal,
-    Op,
-    current_boot_id,
-    journal_path,
-    scan_unauthenticated,
+from . import lockfile, salvage
+from .journal import NO_BOOT, PUT, Journal, Op, current_boot_id, journal_path, scan_unauthenticated
+from .schema import COMPACTION_OWED_KEY, DB_NAMES, META, SETTLED_KEY, SLOTS, STATE
+from .structure import MAX_DBS, check_structure
+from .txn import (
+    DB_INDEX,
+    Overlay,
+    PendingTxn,
+    ReadTxn,
+    WriteTxn,
+    apply_to_lmdb,
+    apply_to_overlay,
+    overlay_of,
 )
 
 T = TypeVar("T")
 log = logging.getLogger("memvault")
 
-DB_NAMES = ("meta", "slots", "state", "keys", "records", "derived")
 MIN_MAP_SIZE = 64 << 20
-MAX_DBS = 16
-CHECK_TIMEOUT_S = 120.0
 RESERVE_BYTES = 256 << 10
 """Disk space kept aside so that a shred (which frees space) works on a full disk."""
-COMPACTION_OWED_KEY = b"compaction-owed"
-"""In the clear in the state database while shredded or replaced bytes await compaction."""
-
-
-def lock_path(path: Path) -> Path:
-    return path.with_name(path.name + "-lock")
 
 
 def reserve_path(path: Path) -> Path:
@@ -85,9 +84,8 @@ def compaction_owed(path: Path) -> bool:
     Looks at the LMDB file and at what a killed daemon's journal would add;
     for `lock` and `status`, never for a decision about the data.
     """
-    state_db = DB_NAMES.index("state")
     if any(
-        op.db == state_db and op.kind == PUT and op.key == COMPACTION_OWED_KEY
+        op.db == DB_INDEX[STATE] and op.kind == PUT and op.key == COMPACTION_OWED_KEY
         for op in scan_unauthenticated(journal_path(path))
     ):
         return True
@@ -101,7 +99,7 @@ def compaction_owed(path: Path) -> bool:
         return False
     try:
         with env.begin() as txn:
-            db = env.open_db(b"state", txn=txn, create=False)
+            db = env.open_db(STATE.encode(), txn=txn, create=False)
             return txn.get(COMPACTION_OWED_KEY, db=db) is not None
     except lmdb.Error:
         return False
@@ -138,15 +136,19 @@ class Store:
         """Set when working on a salvage copy (the number of unreadable nodes, or True)."""
         self._seq = 0
         self._pending: list[list[Op]] = []
-        self._overlay: dict[tuple[int, bytes], bytes | None] = {}
+        self._overlay: Overlay = {}
+        self._housekeeping = threading.RLock()  # flush, rebuild, direct LMDB writes
+        self._env_lock = threading.RLock()  # each LMDB transaction; swapping environments
+        self._mu = threading.Lock()  # the journal, _seq, _pending, _overlay
+        self.env: lmdb.Environment | None = None
         if not readonly or shared_lock:
             try:
-                self._lock_fd = _acquire_lock(path, exclusive=not readonly)
+                self._lock_fd = lockfile.acquire(path, exclusive=not readonly)
             except PermissionError as exc:
                 raise VaultUnreadable(path, "permission denied") from exc
         if not readonly:  # a compaction killed half-way leaves its copy behind
             compacting = self._compacting_path()
-            for stale in (compacting, lock_path(compacting)):
+            for stale in (compacting, lockfile.lock_path(compacting)):
                 stale.unlink(missing_ok=True)
         try:
             if check and not create:
@@ -181,7 +183,7 @@ class Store:
             found, skipped = salvage.read_tolerantly(self.path, DB_NAMES)
         except (OSError, ValueError):
             raise refused from None
-        if not found["meta"] or not found["slots"]:
+        if not found[META] or not found[SLOTS]:
             raise refused
         fd, name = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name + ".salvage-")
         os.close(fd)
@@ -224,7 +226,7 @@ class Store:
             raise VaultCorrupted(
                 self.path, "one of its two storage meta pages is damaged; unlocking it restores it"
             )
-        if self.readonly and not _try_exclusive(self._lock_fd):
+        if self.readonly and not lockfile.try_exclusive(self._lock_fd):
             raise VaultCorrupted(
                 self.path,
                 "one of its two storage meta pages is damaged and it is in use; "
@@ -246,7 +248,7 @@ class Store:
             ) from None
         finally:
             if self.readonly:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_SH)
+                lockfile.downgrade(self._lock_fd)
         log.warning("restored a damaged storage meta page of %s from the intact one", self.path)
         return True
 
@@ -277,7 +279,6 @@ class Store:
             self.dbs = {
                 name: self.env.open_db(name.encode(), create=not self.readonly) for name in DB_NAMES
             }
-            self._db_index = {self.dbs[name]: i for i, name in enumerate(DB_NAMES)}
         except lmdb.NotFoundError as exc:
             self.env.close()
             raise NotAVault(self.path) from exc
@@ -312,15 +313,16 @@ class Store:
 
         Only the vault knows when the sealed state says no session is open,
         so only it may let the journal go (see Vault._finish_writes).
+        Waits for a flush or rebuild running in another thread.
         """
-        if self._journal is not None:
-            self._journal.close()
-            self._journal = None
-        env = getattr(self, "env", None)
-        if env is not None:
-            env.close()
-            self.env = None
-        self._release_lock()
+        with self._housekeeping, self._env_lock:
+            if self._journal is not None:
+                self._journal.close()
+                self._journal = None
+            if self.env is not None:
+                self.env.close()
+                self.env = None
+            self._release_lock()
 
     def _release_lock(self) -> None:
         if self._lock_fd is not None:
@@ -330,15 +332,16 @@ class Store:
     # -- transactions ------------------------------------------------------
 
     @contextmanager
-    def read(self) -> Iterator[lmdb.Transaction]:
+    def read(self) -> Iterator[ReadTxn]:
         """A read transaction; it also sees journaled changes not yet in LMDB."""
-        try:
-            with self.env.begin(write=False, buffers=True) as txn:
-                yield _OverlayTxn(txn, self) if self._overlay else txn
-        except lmdb.Error as exc:
-            raise _translate(exc, self.path) from exc
+        with self._env_lock:
+            try:
+                with self.env.begin(write=False, buffers=True) as txn:
+                    yield ReadTxn(txn, self.dbs, self._overlay)
+            except lmdb.Error as exc:
+                raise _translate(exc, self.path) from exc
 
-    def write(self, fn: Callable[[lmdb.Transaction], T]) -> T:
+    def write(self, fn: Callable[[WriteTxn], T]) -> T:
         """Run ``fn`` in a write transaction and commit it.
 
         With the journal on, the changes ``fn`` makes are appended to the
@@ -351,32 +354,33 @@ class Store:
             return self._write_journal(fn)
         return self._write_lmdb(fn)
 
-    def _write_journal(self, fn: Callable[[lmdb.Transaction], T]) -> T:
-        with self.env.begin(write=False, buffers=True) as lmdb_txn:
-            txn = _PendingTxn(lmdb_txn, self)
+    def _write_journal(self, fn: Callable[[WriteTxn], T]) -> T:
+        with self._env_lock, self.env.begin(write=False, buffers=True) as lmdb_txn:
+            txn = PendingTxn(lmdb_txn, self.dbs, self._overlay)
             result = fn(txn)
-        seq = self._seq + 1
-        try:
-            self._journal.append(seq, txn.ops)
-        except OSError as exc:
-            if exc.errno == errno.ENOSPC:
-                raise DiskFull(self.path) from exc
-            raise
-        self._seq = seq
-        self._pending.append(txn.ops)
-        for op in txn.ops:
-            self._overlay[(op.db, op.key)] = op.value if op.kind == PUT else None
+        with self._mu:
+            seq = self._seq + 1
+            try:
+                self._journal.append(seq, txn.ops)
+            except OSError as exc:
+                if exc.errno == errno.ENOSPC:
+                    raise DiskFull(self.path) from exc
+                raise
+            self._seq = seq
+            self._pending.append(txn.ops)
+            apply_to_overlay(self._overlay, txn.ops)
         return result
 
-    def _write_lmdb(self, fn: Callable[[lmdb.Transaction], T]) -> T:
-        while True:
-            try:
-                with self.env.begin(write=True) as txn:
-                    return fn(txn)
-            except lmdb.MapFullError:
-                self._grow()
-            except lmdb.Error as exc:
-                raise _translate(exc, self.path) from exc
+    def _write_lmdb(self, fn: Callable[[WriteTxn], T]) -> T:
+        with self._housekeeping, self._env_lock:
+            while True:
+                try:
+                    with self.env.begin(write=True) as txn:
+                        return fn(WriteTxn(txn, self.dbs, self._overlay))
+                except lmdb.MapFullError:
+                    self._grow()
+                except lmdb.Error as exc:
+                    raise _translate(exc, self.path) from exc
 
     # -- the journal ---------------------------------------------------------
 
@@ -431,9 +435,7 @@ class Store:
         self._journal, self._seq = journal, last
         self._pending = leftover
         if self.readonly:
-            for ops in leftover:
-                for op in ops:
-                    self._overlay[(op.db, op.key)] = op.value if op.kind == PUT else None
+            self._overlay = overlay_of(leftover)
             return
         self.flush()
 
@@ -442,6 +444,11 @@ class Store:
         if self._journal is None:
             self._journal = Journal(journal_path(self.path), self._journal_key)
         self._journal.start(boot_id, self._seq)
+
+    @property
+    def journaling(self) -> bool:
+        """Writes go to the journal (the mount daemon), not straight into LMDB."""
+        return self._journal is not None and self._journal_writes
 
     def journal_writes(self, on: bool) -> None:
         """Send writes to the journal (on) or straight into LMDB (off; flush first)."""
@@ -462,27 +469,27 @@ class Store:
         return self._seq + 1 if self._journal_writes else self._seq
 
     def flush(self) -> None:
-        """Move journaled changes into LMDB (one commit, one fsync), then empty the journal."""
-        if self._journal is None or self.readonly or not self._pending:
-            return
-        names = DB_NAMES
-        pending = self._pending
+        """Move journaled changes into LMDB (one commit, one fsync), then empty the journal.
 
-        def apply(txn: lmdb.Transaction) -> None:
-            for ops in pending:
-                for op in ops:
-                    db = self.dbs[names[op.db]]
-                    if op.kind == PUT:
-                        txn.put(op.key, op.value, db=db)
-                    else:
-                        txn.delete(op.key, db=db)
-
-        self._write_lmdb(apply)
-        self._sync_env()  # durable in LMDB before the journal lets go of it
-        if not self.salvaged:  # a salvage copy is temporary: the journal waits for the rebuild
-            self._journal.reset(self._seq)
-        self._pending = []
-        self._overlay.clear()
+        Writes go on meanwhile (into the journal): they stay pending, and the
+        journal is emptied only once nothing arrived during the flush (its
+        entries up to LMDB's position are skipped by a replay anyway).
+        """
+        with self._housekeeping:
+            if self._journal is None or self.readonly or self.env is None:
+                return
+            with self._mu:
+                batch = list(self._pending)
+            if not batch:
+                return
+            self._write_lmdb(lambda txn: apply_to_lmdb(txn, batch))
+            self._sync_env()  # durable in LMDB before the journal lets go of it
+            with self._mu:
+                del self._pending[: len(batch)]
+                self._overlay = overlay_of(self._pending)
+                # a salvage copy is temporary: the journal waits for the rebuild
+                if not self._pending and not self.salvaged:
+                    self._journal.reset(self._seq)
 
     @property
     def journal_bytes(self) -> int:
@@ -504,7 +511,8 @@ class Store:
         way: committed pages are in the kernel's page cache.
         """
         try:
-            self.env.sync(True)
+            with self._housekeeping:  # the environment is swapped only under this lock
+                self.env.sync(True)  # an fsync: readers go on meanwhile
         except lmdb.Error as exc:
             raise _translate(exc, self.path) from exc
 
@@ -518,27 +526,16 @@ class Store:
         """
         self.flush()
         for _ in range(2):  # the second commit makes the other meta page current too
-            self._write_lmdb(lambda txn: txn.put(b"settled", b"", db=self.dbs["state"]))
+            self._write_lmdb(lambda txn: txn.put(SETTLED_KEY, b"", db=STATE))
 
     def _grow(self) -> None:
         self._map_size *= 2
         self.env.set_mapsize(self._map_size)
 
-    def items(self, txn: lmdb.Transaction, db: str) -> Iterator[tuple[bytes, memoryview]]:
+    @staticmethod
+    def items(txn: ReadTxn, db: str) -> Iterator[tuple[bytes, memoryview]]:
         """Every key and value of a database in key order, journaled changes included."""
-        if isinstance(txn, _OverlayTxn):
-            txn = txn.lmdb_txn
-        index = DB_NAMES.index(db)
-        changed = {key: value for (i, key), value in self._overlay.items() if i == index}
-        with txn.cursor(self.dbs[db]) as cur:
-            if not changed:
-                yield from cur.iternext(keys=True, values=True)
-                return
-            merged = {bytes(k): v for k, v in cur.iternext(keys=True, values=True)}
-        merged.update(changed)
-        for key in sorted(merged):
-            if merged[key] is not None:
-                yield key, merged[key]
+        return txn.items(db)
 
     # -- compaction --------------------------------------------------------
 
@@ -550,125 +547,95 @@ class Store:
         *,
         leave_out: frozenset[tuple[str, bytes]] = frozenset(),
         extra: dict[tuple[str, bytes], bytes] | None = None,
-    ) -> None:
+    ) -> tuple[int, int]:
         """Rewrite the file with live data only (fsync, then atomic rename).
 
         ``leave_out`` names (database, key) pairs not to copy; ``extra`` adds
         or replaces values in the same rename (a repair is then all or
         nothing). The journal is flushed first, so it holds no shredded
-        bytes afterwards either.
+        bytes afterwards either. While the journal takes the writes, readers
+        and writers go on during the copy (see the module docstring).
+        Returns the file's size before and after.
         """
-        extra = extra or {}
-        self.flush()
+        with self._housekeeping:
+            if self.env is None:
+                return (0, 0)
+            self.flush()
+            before = self.path.stat().st_size
+            if self._journal_writes:  # nothing writes into LMDB meanwhile
+                self._build_copy(leave_out, extra or {})
+            else:
+                with self._env_lock:
+                    self._build_copy(leave_out, extra or {})
+            with self._env_lock:  # the short critical section: swap the files
+                self.env.close()
+                os.replace(self._compacting_path(), self.path)
+                _fsync_dir(self.path.parent)
+                self._open_env(create=False)
+            if self.salvaged:  # the vault file is whole again: now the journal may let go
+                self.salvaged = False
+                with self._mu:
+                    if self._journal is not None and not self.readonly and not self._pending:
+                        self._journal.reset(self._seq)
+            self._make_reserve()
+            return before, self.path.stat().st_size
+
+    def _build_copy(
+        self, leave_out: frozenset[tuple[str, bytes]], extra: dict[tuple[str, bytes], bytes]
+    ) -> None:
+        """Write every live value (and ``extra``) into ``<vault>.compacting``, durably."""
         tmp = self._compacting_path()
-        for stale in (tmp, lock_path(tmp)):
+        for stale in (tmp, lockfile.lock_path(tmp)):
             stale.unlink(missing_ok=True)
-        try:
-            new_env = lmdb.open(
-                str(tmp),
-                subdir=False,
-                lock=False,
-                max_dbs=MAX_DBS,
-                map_size=self._map_size,
-                meminit=True,
-                mode=0o600,
-            )
+        while True:
             try:
-                with self.env.begin(buffers=True) as src, new_env.begin(write=True) as dst:
-                    for name in DB_NAMES:
-                        new_db = new_env.open_db(name.encode(), txn=dst)
-                        added = sorted((k, v) for (db, k), v in extra.items() if db == name)
-                        skip = leave_out | {(name, k) for k, _ in added}
-                        with src.cursor(self.dbs[name]) as cur, dst.cursor(new_db) as out:
-                            kept = (
-                                (bytes(k), bytes(v))
-                                for k, v in cur.iternext()
-                                if (name, bytes(k)) not in skip
-                            )
-                            out.putmulti(heapq.merge(kept, added), append=True)
-                for _ in range(2):  # both meta pages current: see settle()
-                    with new_env.begin(write=True) as dst:
-                        dst.put(b"settled", b"", db=new_env.open_db(b"state", txn=dst))
-                new_env.sync(True)
-            finally:
-                new_env.close()
-            _fsync_file(tmp)
-        except lmdb.MapFullError:
-            tmp.unlink(missing_ok=True)
-            self._grow()
-            return self.rebuild(leave_out=leave_out, extra=extra)
-        except lmdb.Error as exc:
-            tmp.unlink(missing_ok=True)
-            raise _translate(exc, self.path) from exc
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            if exc.errno == errno.ENOSPC:
-                raise DiskFull(self.path) from exc
-            raise
-        self.env.close()
-        os.replace(tmp, self.path)
-        _fsync_dir(self.path.parent)
-        self._open_env(create=False)
-        if self.salvaged:  # the vault file is whole again: now the journal may let go
-            self.salvaged = False
-            if self._journal is not None and not self.readonly:
-                self._journal.reset(self._seq)
-        self._make_reserve()
+                self._copy_into(tmp, leave_out, extra)
+                _fsync_file(tmp)
+                return
+            except lmdb.MapFullError:
+                tmp.unlink(missing_ok=True)
+                self._map_size *= 2  # the new file's map; the old one grows with it on reopen
+            except lmdb.Error as exc:
+                tmp.unlink(missing_ok=True)
+                raise _translate(exc, self.path) from exc
+            except OSError as exc:
+                tmp.unlink(missing_ok=True)
+                if exc.errno == errno.ENOSPC:
+                    raise DiskFull(self.path) from exc
+                raise
 
-
-class _PendingTxn:
-    """The write-transaction API, recording operations for the journal."""
-
-    def __init__(self, lmdb_txn: lmdb.Transaction, store: Store) -> None:
-        self._reads = _OverlayTxn(lmdb_txn, store)
-        self._index = store._db_index
-        self._local: dict[tuple[int, bytes], bytes | None] = {}
-        self.ops: list[Op] = []
-
-    def put(self, key: bytes, value: bytes, db) -> None:
-        index = self._index[db]
-        self.ops.append(Op(index, PUT, bytes(key), bytes(value)))
-        self._local[(index, bytes(key))] = bytes(value)
-
-    def delete(self, key: bytes, db) -> None:
-        index = self._index[db]
-        self.ops.append(Op(index, DELETE, bytes(key)))
-        self._local[(index, bytes(key))] = None
-
-    def get(self, key: bytes, db=None):
-        local_key = (self._index[db], bytes(key))
-        if local_key in self._local:
-            return self._local[local_key]
-        return self._reads.get(key, db=db)
-
-
-class _OverlayTxn:
-    """A read transaction that sees journaled changes before LMDB's content."""
-
-    def __init__(self, lmdb_txn: lmdb.Transaction, store: Store) -> None:
-        self.lmdb_txn = lmdb_txn
-        self._overlay = store._overlay
-        self._index = store._db_index
-
-    def get(self, key: bytes, db=None):
-        found = self._overlay.get((self._index[db], bytes(key)), _MISSING)
-        if found is not _MISSING:
-            return found
-        return self.lmdb_txn.get(key, db=db)
-
-
-_MISSING = object()
+    def _copy_into(
+        self,
+        tmp: Path,
+        leave_out: frozenset[tuple[str, bytes]],
+        extra: dict[tuple[str, bytes], bytes],
+    ) -> None:
+        new_env = lmdb.open(
+            str(tmp), subdir=False, lock=False, max_dbs=MAX_DBS,
+            map_size=self._map_size, meminit=True, mode=0o600,
+        )  # fmt: skip
+        try:
+            with self.env.begin(buffers=True) as src, new_env.begin(write=True) as dst:
+                for name in DB_NAMES:
+                    new_db = new_env.open_db(name.encode(), txn=dst)
+                    added = sorted((k, v) for (db, k), v in extra.items() if db == name)
+                    skip = leave_out | {(name, k) for k, _ in added}
+                    with src.cursor(self.dbs[name]) as cur, dst.cursor(new_db) as out:
+                        kept = (
+                            (bytes(k), bytes(v))
+                            for k, v in cur.iternext()
+                            if (name, bytes(k)) not in skip
+                        )
+                        out.putmulti(heapq.merge(kept, added), append=True)
+            for _ in range(2):  # both meta pages current: see settle()
+                with new_env.begin(write=True) as dst:
+                    dst.put(SETTLED_KEY, b"", db=new_env.open_db(STATE.encode(), txn=dst))
+            new_env.sync(True)
+        finally:
+            new_env.close()
 
 
 # -- helpers ---------------------------------------------------------------
-
-
-def _try_exclusive(fd: int) -> bool:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except BlockingIOError:
-        return False
 
 
 def _round_up(n: int, unit: int = 1 << 20) -> int:
@@ -696,39 +663,6 @@ def _nearly_full(directory: Path, margin: int = 1 << 20) -> bool:
     return disk.f_bavail * disk.f_frsize < margin
 
 
-def _acquire_lock(path: Path, *, exclusive: bool) -> int:
-    """flock ``<vault>-lock``; the exclusive holder writes its pid into it."""
-    lp = lock_path(path)
-    fd = os.open(lp, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
-        os.close(fd)
-        raise VaultInUse(path, f" (pid {holder})" if holder.isdigit() else "") from None
-    if exclusive:  # who holds it, for messages; best effort (the disk may be full)
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return fd
-
-
-def writer_pid(path: Path) -> int | None:
-    """The pid of the process holding the vault open for writing, if any."""
-    try:
-        fd = os.open(lock_path(path), os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        text = os.pread(fd, 32, 0).decode(errors="replace").strip()
-        return int(text) if text.isdigit() else -1
-    finally:
-        os.close(fd)
-    return None
-
-
 def _fsync_file(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -743,73 +677,3 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _walk(path: Path) -> None:
-    """Read every page reachable from the file's roots (run in a forked child)."""
-    env = lmdb.open(
-        str(path), subdir=False, lock=False, readonly=True, max_dbs=MAX_DBS, readahead=False
-    )
-    with env.begin(buffers=True) as txn:
-        names = [bytes(k) for k, _ in txn.cursor()]
-        for name in names:
-            db = env.open_db(name, txn=txn, create=False)
-            for key, value in txn.cursor(db):
-                # A value is contiguous in the map: if its first and last bytes
-                # can be read, so can everything between them.
-                if len(key):
-                    key[0], key[-1]
-                if len(value):
-                    value[0], value[-1]
-    env.close()
-
-
-_CHECK_OK, _CHECK_NOT_LMDB, _CHECK_LMDB_ERROR, _CHECK_OPEN_HERE = 0, 3, 4, 5
-
-
-def _wait_child(pid: int, timeout: float) -> int | None:
-    """waitpid with a timeout (pidfd: no polling); kill the child and return None on expiry."""
-    pidfd = os.pidfd_open(pid)
-    try:
-        ready, _, _ = select.select([pidfd], [], [], timeout)
-    finally:
-        os.close(pidfd)
-    if not ready:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        return None
-    return os.waitpid(pid, 0)[1]
-
-
-def check_structure(path: Path, timeout: float = CHECK_TIMEOUT_S) -> None:
-    """Raise VaultCorrupted/NotAVault unless LMDB can read the whole file safely."""
-    if not path.is_file():
-        raise NotAVault(path)
-    pid = os.fork()
-    if pid == 0:  # child: never return into the caller's code
-        code = _CHECK_LMDB_ERROR
-        try:
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            _walk(path)
-            code = _CHECK_OK
-        except lmdb.InvalidError:
-            code = _CHECK_NOT_LMDB
-        except lmdb.Error as exc:
-            code = _CHECK_OPEN_HERE if "already open" in str(exc) else _CHECK_LMDB_ERROR
-        except BaseException:
-            code = _CHECK_LMDB_ERROR
-        finally:
-            os._exit(code)
-    status = _wait_child(pid, timeout)
-    if status is None:
-        raise VaultCorrupted(path, "reading its storage structure did not finish")
-    if os.WIFSIGNALED(status):
-        name = signal.Signals(os.WTERMSIG(status)).name
-        raise VaultCorrupted(path, f"its storage structure is broken (reading it raised {name})")
-    code = os.WEXITSTATUS(status)
-    if code == _CHECK_NOT_LMDB:
-        raise NotAVault(path)
-    if code == _CHECK_OPEN_HERE:
-        raise VaultInUse(path, f" (pid {os.getpid()}, this process)")
-    if code != _CHECK_OK:
-        raise VaultCorrupted(path, "its storage structure cannot be read")

@@ -1,0 +1,46 @@
+"""Every database and key name in the vault file, in one place.
+
+The file is one LMDB environment with six named databases. Keys are
+random record ids (``ID_SIZE`` bytes) or the fixed names below; values are
+sealed, except the header, keyslots and the clear markers named here.
+"""
+
+from __future__ import annotations
+
+META = "meta"
+"""The header (clear, checksummed) and its authentication under the master key."""
+SLOTS = "slots"
+"""Keyslots (clear KDF parameters, sealed master key), by slot index."""
+STATE = "state"
+"""Vault-level sealed values: state, index snapshot, root attributes, model pin."""
+KEYS = "keys"
+"""Each record's data key, wrapped by the master key, by record id."""
+RECORDS = "records"
+"""Each record's sealed generation, metadata and body, by record id."""
+DERIVED = "derived"
+"""Each record's sealed chunk vectors, by record id."""
+
+DB_NAMES = (META, SLOTS, STATE, KEYS, RECORDS, DERIVED)
+"""In this order: journal entries name a database by its index here."""
+
+# Keys in META
+HEADER_KEY = b"header"
+HEADER_AUTH_KEY = b"header-auth"
+
+# Keys in STATE
+STATE_KEY = b"accumulator"
+"""The sealed VaultState (integrity sum, journal position), rewritten by every write."""
+SNAPSHOT_KEY = b"snapshot"
+ROOT_KEY = b"root"
+MODEL_KEY = b"embedding-model"
+COMPACTION_OWED_KEY = b"compaction-owed"
+"""In the clear while shredded or replaced bytes await compaction."""
+SETTLED_KEY = b"settled"
+"""A no-op value the store rewrites so both LMDB meta pages describe the same data."""
+
+# Record ids
+ID_SIZE = 16
+ROOT_ID = b"root"
+"""Stands for the root directory (it has no record; its attributes are under ROOT_KEY)."""
+STRUCTURE_ID = b"structure"
+"""Stands for damage to LMDB's own pages in a vault's list of damaged records."""

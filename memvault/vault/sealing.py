@@ -1,0 +1,129 @@
+"""Sealing under the master key and each record's data key, with associated data.
+
+Every sealed value is bound (crypto/context.py) to this vault, its kind, the
+record it belongs to and, for bodies and derived data, the generation of the
+body: a value moved to another record, kind or version fails to open.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+
+from ..crypto import Binding, DecryptionError, Keyslot, Kind, new_key, open_sealed, seal, wipe
+from . import padding, records
+from .header import Header
+from .records import Meta, RecordFormatError
+from .tree import Entry
+
+
+class Damaged(Exception):
+    """A record that cannot be decrypted (the reason is the message)."""
+
+
+class Sealer:
+    """The master key of an unlocked vault and what is sealed with it."""
+
+    def __init__(self, header: Header, master_key: bytearray) -> None:
+        self._master = master_key
+        self._binding = Binding(header.version, header.vault_id)
+        self._subkeys: list[bytearray] = []
+
+    def derive(self, purpose: bytes) -> bytearray:
+        """A subkey of the master key for one purpose (keyed BLAKE2b)."""
+        digest = hashlib.blake2b(person=purpose[:16], key=self._master, digest_size=32).digest()
+        key = bytearray(digest)
+        self._subkeys.append(key)
+        return key
+
+    def ad(self, kind: Kind, object_id: bytes = b"", generation: int = 0) -> bytes:
+        return self._binding(kind, object_id, generation)
+
+    # -- under the master key ----------------------------------------------------
+
+    def seal(self, kind: Kind, plaintext: bytes, object_id: bytes = b"", *, pad: bool = False):
+        """Seal a vault-level value; ``pad`` hides its exact length (see padding.py)."""
+        padded_to = padding.bucket(len(plaintext)) if pad else None
+        return seal(self._master, plaintext, self.ad(kind, object_id), padded_to)
+
+    def open(self, kind: Kind, sealed, object_id: bytes = b"") -> bytearray:
+        return open_sealed(self._master, sealed, self.ad(kind, object_id))
+
+    def new_data_key(self, record_id: bytes) -> tuple[bytearray, bytes]:
+        """A fresh data key for a record and its wrapped (stored) form."""
+        data_key = new_key()
+        return data_key, seal(self._master, data_key, self.ad(Kind.DATA_KEY, record_id))
+
+    # -- records -----------------------------------------------------------------
+
+    def seal_body(self, entry: Entry, data: bytes | bytearray) -> bytes:
+        ad = self.ad(Kind.BODY, entry.record_id, entry.meta.body_gen)
+        return seal(entry.data_key, data, ad, padding.bucket(len(data)))
+
+    def open_body(self, entry: Entry, value) -> bytearray:
+        """A record's plaintext body without its padding (DecryptionError, RecordFormatError)."""
+        _, _, sealed_body = records.unpack(value)
+        ad = self.ad(Kind.BODY, entry.record_id, entry.meta.body_gen)
+        plain = open_sealed(entry.data_key, sealed_body, ad)
+        if len(plain) < entry.meta.size:
+            raise DecryptionError("body shorter than its size")
+        del plain[entry.meta.size :]
+        return plain
+
+    def pack_record(self, entry: Entry, sealed_body: bytes) -> bytes:
+        """A record's stored value: its sealed generation, metadata and the given body."""
+        rid = entry.record_id
+        meta = entry.meta.encode()
+        sealed_meta = seal(entry.data_key, meta, self.ad(Kind.META, rid), padding.bucket(len(meta)))
+        sealed_gen = seal(
+            self._master, records.GEN.pack(entry.meta.gen), self.ad(Kind.GENERATION, rid)
+        )
+        return records.pack(sealed_gen, sealed_meta, sealed_body)
+
+    def decode_entry(self, record_id: bytes, wrapped_key: bytes | None, value) -> Entry:
+        """Unwrap a record's data key and open its metadata (Damaged if either fails)."""
+        if wrapped_key is None:
+            raise Damaged("its data key is missing")
+        try:
+            data_key = open_sealed(self._master, wrapped_key, self.ad(Kind.DATA_KEY, record_id))
+        except DecryptionError:
+            raise Damaged("its data key failed authentication") from None
+        try:
+            _, sealed_meta, _ = records.unpack(value)
+            meta_bytes = open_sealed(data_key, sealed_meta, self.ad(Kind.META, record_id))
+            meta = Meta.decode(meta_bytes)
+        except (DecryptionError, RecordFormatError, ValueError) as exc:
+            wipe(data_key)
+            raise Damaged(f"its metadata failed authentication ({exc})") from None
+        return Entry(record_id, meta, data_key)
+
+    def sealed_gen(self, record_id: bytes, value) -> int | None:
+        """A stored record's generation from its own seal (None if that is damaged too)."""
+        try:
+            sealed_gen, _, _ = records.unpack(value)
+            plain = self.open(Kind.GENERATION, sealed_gen, record_id)
+            return records.GEN.unpack(plain)[0]
+        except (DecryptionError, RecordFormatError, struct.error):
+            return None
+
+    def seal_derived(self, entry: Entry, blob: bytes) -> bytes:
+        framed = padding.frame(blob)
+        ad = self.ad(Kind.VECTOR, entry.record_id, entry.meta.body_gen)
+        return seal(entry.data_key, framed, ad, padding.bucket(len(framed)))
+
+    def open_derived(self, entry: Entry, stored: bytes) -> bytes:
+        ad = self.ad(Kind.VECTOR, entry.record_id, entry.meta.body_gen)
+        return padding.unframe(open_sealed(entry.data_key, stored, ad))
+
+    def wipe(self) -> None:
+        wipe(self._master)
+        for key in self._subkeys:
+            wipe(key)
+
+
+def header_binding(header: Header, slots: list[Keyslot]) -> bytes:
+    """What the authenticated header commits to: the header and every slot's KDF."""
+    parts = [header.encode()]
+    for slot in sorted(slots, key=lambda s: s.index):
+        parts.append(f"{slot.index}:{slot.kdf.describe()}:{slot.salt.hex()}".encode())
+    return b"\n".join(parts)
