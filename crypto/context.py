@@ -25,7 +25,6 @@ class Kind(enum.IntEnum):
     BODY = 6  # a record's content
     VECTOR = 7  # embedding vectors of a record's chunks
     INDEX = 8  # persisted search index structures
-    AUDIT = 9  # audit log entries
     SNAPSHOT = 10  # sealed snapshot of the unlocked index (ids, keys, metadata)
     GENERATION = 11  # a record's generation, apart from its metadata (damage accounting)
 

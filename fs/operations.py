@@ -48,8 +48,9 @@ CACHE_TIMEOUT = 60.0
 BLOCK_SIZE = 4096
 SEARCH_NAME = b"search"
 SEARCH_INODE = 1 << 62
-RESULT_FH_BASE = 1 << 62  # handles of open search results; file handles stay far below
 """search/ and its result files live above every inode the table can issue."""
+RESULT_FH_BASE = 1 << 62
+"""Handles of open search results; handles of files stay far below."""
 INLINE_LIMIT = 64 << 10
 """Files up to this size are decrypted on the trio thread: a thread hop costs more."""
 XATTR_NAMESPACE = "user."

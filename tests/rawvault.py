@@ -8,16 +8,13 @@ from pathlib import Path
 import lmdb
 
 from memvault.crypto import with_checksum, without_checksum
-from memvault.vault import records
+from memvault.vault import records, schema
 
 
 @contextmanager
 def raw(path: Path, write: bool = False):
     env = lmdb.open(str(path), subdir=False, lock=False, max_dbs=16, readonly=not write)
-    dbs = {
-        name: env.open_db(name.encode(), create=False)
-        for name in ("meta", "slots", "state", "keys", "records", "derived")
-    }
+    dbs = {name: env.open_db(name.encode(), create=False) for name in schema.DB_NAMES}
     try:
         with env.begin(write=write) as txn:
             yield txn, dbs

@@ -26,11 +26,6 @@ _BOOKKEEPING = {"file-history-snapshot", "progress", "queue-operation", "attachm
                 "worktree-state"}  # fmt: skip
 
 
-def is_compaction_run(path: Path) -> bool:
-    """The summariser's own transcript: a copy of the conversation, not new content."""
-    return path.name.startswith("agent-acompact-")
-
-
 def parse(path: Path) -> Session:
     skipped: Counter = Counter()
     session = Session("claude", path.stem, skipped=skipped)

@@ -14,27 +14,27 @@ resolve a path and do the same.
 The Vault is thread-safe: every request holds one lock, briefly (the tree in
 memory and one store transaction). Moving the journal into LMDB and
 compacting run in the background without it (housekeeping.py, store.py).
+
+This module is the vault's whole public surface, by id and by path, and so
+longer than the others; the work is done by the parts it names: loading.py
+(unlock), tree.py, sealing.py, writer.py (commits, sessions, compaction),
+damage.py, store.py, schema.py.
 """
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import logging
 import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .. import paths
 from ..crypto import DEFAULT_KDF, DecryptionError, KdfParams, Keyslot, Kind, new_key, wipe
 from ..errors import (
     AlreadyExists,
-    CompactionPending,
-    DirectoryNotEmpty,
-    DiskFull,
     InvalidMove,
     IsADirectory,
     MemoryCorrupted,
@@ -47,24 +47,20 @@ from ..errors import (
     VaultNotFound,
     VaultTampered,
 )
-from . import records
 from .accumulator import Accumulator
 from .damage import Damage
 from .header import FORMAT_VERSION, Header
-from .housekeeping import DEFAULT_COMPACT_DELAY, Housekeeper
-from .journal import NO_BOOT, current_boot_id
+from .housekeeping import DEFAULT_COMPACT_DELAY
 from .loading import (
     Loader,
     VaultInfo,
     open_state,
     read_header_and_slots,
     read_info,
-    seal_snapshot,
     unlock_master,
 )
 from .records import DIRECTORY, FILE, SYMLINK, Meta, RecordFormatError
 from .schema import (
-    COMPACTION_OWED_KEY,
     DERIVED,
     HEADER_AUTH_KEY,
     HEADER_KEY,
@@ -82,9 +78,9 @@ from .schema import (
     STRUCTURE_ID,
 )
 from .sealing import Sealer, header_binding
-from .state import VaultState
 from .store import Store
 from .tree import Entry, PathTree
+from .writer import Event, Write, Writer
 
 __all__ = ["MAX_MEMORY_SIZE", "Vault", "VaultInfo", "read_info"]
 
@@ -92,16 +88,6 @@ log = logging.getLogger("memvault")
 
 MAX_MEMORY_SIZE = 256 << 20
 """Largest memory the vault stores (the filesystem answers EFBIG above it)."""
-
-Event = tuple[str, bytes, str, bytes | None]
-
-
-@dataclass
-class _Write:
-    entry: Entry
-    old_gen: int | None  # None for a record that does not exist yet
-    sealed_body: bytes | None  # None keeps the stored body
-    wrapped_key: bytes | None = None  # set for new records
 
 
 class Vault:
@@ -124,21 +110,24 @@ class Vault:
         self._state_key = self._sealer.derive(b"memvault.state")
         self._lock = threading.RLock()
         self._tree = PathTree()
-        self._acc = Accumulator(self._state_key)
+        self._writer = Writer(
+            store, self._sealer, self._tree, self._state_key, self._lock, compact_delay
+        )
         self.damage = Damage()
-        self._journal_boot = NO_BOOT  # written into every state while a journal is on
-        self.pending_shreds = 0
-        self.compaction_owed = False
-        """Shredded or replaced bytes are still in the file (a compaction will remove them)."""
-        self._owing = 0  # writes that made a compaction owed (a concurrent one may miss them)
         self._root: Meta | None = None
         self.kdf_seconds = 0.0  # how long unlocking spent in Argon2id
-        self._dirty = False  # memories changed since the last compaction: compact at close
-        self._wrote = False  # anything written this session: settle the meta pages at close
-        self._snapshot_stored = False
-        self._housekeeper = Housekeeper(self._store.flush, self._compact_quietly, compact_delay)
         self._listeners: list[Callable[[str, bytes, str, bytes | None], None]] = []
         self._closed = False
+
+    @property
+    def pending_shreds(self) -> int:
+        """Shreds since the last compaction (their ciphertext may still be in free pages)."""
+        return self._writer.pending_shreds
+
+    @property
+    def compaction_owed(self) -> bool:
+        """Shredded or replaced bytes are still in the file (a compaction will remove them)."""
+        return self._writer.compaction_owed
 
     # -- creating and opening ------------------------------------------------
 
@@ -173,7 +162,7 @@ class Vault:
                 txn.put(HEADER_AUTH_KEY, auth, db=META)
                 txn.put(bytes([0]), slot.encode(), db=SLOTS)
 
-            vault._write(txn_fn)
+            vault._writer.write(txn_fn)
             return vault
         except BaseException:
             wipe(master)
@@ -241,7 +230,7 @@ class Vault:
             if not readonly:
                 if vault.damage and not repair:
                     raise VaultDamaged(path, len(vault.damaged), vault.describe_damage())
-                vault._begin_session(journal=journal, previous=applied)
+                vault._writer.begin(journal=journal, previous=applied, damaged=bool(vault.damage))
             return vault
         except BaseException:
             store.close()
@@ -251,40 +240,16 @@ class Vault:
         loader = Loader(self._store, self._sealer, self._state_key, self._tree, self.damage)
         now = time.time_ns()
         loaded = loader.load(
-            self.header, self.slots, lambda norm: self._new_record(self._dir_meta(norm, now))
+            self.header,
+            self.slots,
+            lambda norm: self._writer.new_record(self._writer.dir_meta(norm, now)),
         )
-        self._acc = loaded.acc
+        self._writer.acc = loaded.acc
         self._root = loaded.root
-        self._snapshot_stored = loaded.snapshot_stored
+        self._writer.snapshot_stored = loaded.snapshot_stored
         if loaded.compaction_owed:
-            self.compaction_owed = True
-            self.pending_shreds = 1
-
-    def _begin_session(self, *, journal: bool, previous: VaultState) -> None:
-        """Mark in the sealed state whether a journal is on, then finish owed work.
-
-        The journal file exists (fsynced) before the state says a session is
-        open, and the state says it is closed before the file goes: a journal
-        is never missing while the state says one is open, except by damage.
-        """
-        store = self._store
-        if journal:
-            self._journal_boot = current_boot_id()
-            store.open_journal_session(self._journal_boot)
-            self._write(_no_change, bookkeeping=True)  # straight into LMDB: journal still off
-            store.sync()
-            store.journal_writes(True)
-        else:
-            if previous.session_open:  # a killed daemon's session: closed now
-                self._write(_no_change, bookkeeping=True)
-                store.sync()
-            if not store.salvaged:  # on a salvage copy the journal waits for the rebuild
-                store.close_journal()
-        if self.compaction_owed and not self.damage:
-            try:
-                self.compact()
-            except DiskFull:
-                log.warning("compaction owed by an earlier session waits: the disk is full")
+            self._writer.compaction_owed = True  # an earlier session never compacted
+            self._writer.pending_shreds = 1
 
     # -- damage ------------------------------------------------------------------
 
@@ -348,10 +313,10 @@ class Vault:
             acc = Accumulator(self._state_key)
             for entry in [*self._tree.by_id.values(), *(e for _, e, _ in refiled)]:
                 acc.add(entry.record_id, entry.meta.gen)
-            extra[(STATE, STATE_KEY)] = self._sealed_state(acc)
-            self._rebuild(leave_out, extra)
-            self._acc = acc
-            self._snapshot_stored = False
+            extra[(STATE, STATE_KEY)] = self._writer.sealed_state(acc)
+            self._writer.rebuild(leave_out, extra)
+            self._writer.acc = acc
+            self._writer.snapshot_stored = False
             done = []
             for _, entry, _ in refiled:
                 self._tree.add(entry)
@@ -532,8 +497,8 @@ class Vault:
             if len(data) > MAX_MEMORY_SIZE:
                 raise TooLarge(norm, len(data), MAX_MEMORY_SIZE)
             now = time.time_ns()
-            write = self._file_write(norm, entry, data, now, now, None)
-            self._commit([write])
+            write = self._writer.file_write(norm, entry, data, now, now, None)
+            self._writer.commit([write])
         self._notify([("put", record_id, norm, data)])
         return write.entry.meta
 
@@ -560,8 +525,8 @@ class Vault:
                 os.getuid() if uid is None else uid, os.getgid() if gid is None else gid,
                 target=target,
             )  # fmt: skip
-            write = self._new_record(meta)
-            self._commit([write])
+            write = self._writer.new_record(meta)
+            self._writer.commit([write])
         if kind == FILE:
             self._notify([("put", write.entry.record_id, norm, b"")])
         return write.entry.record_id, meta
@@ -575,7 +540,7 @@ class Vault:
                 raise NotADirectory(entry.meta.path)
             if not directory and entry.meta.is_dir:
                 raise IsADirectory(entry.meta.path)
-            events = self._delete(entry, recursive=False)
+            events = self._writer.delete(entry, recursive=False)
         self._notify(events)
 
     def move(
@@ -594,9 +559,9 @@ class Vault:
             src = paths.join(self._dir_path(parent), paths.check_name(name))
             dst = paths.join(self._dir_path(new_parent), paths.check_name(new_name))
             if exchange:
-                events = self._exchange(src, dst)
+                events = self._writer.exchange(src, dst)
             else:
-                events = self._rename(src, dst, replace_existing)
+                events = self._writer.rename(src, dst, replace_existing)
         self._notify(events)
 
     def set_record_attrs(self, record_id: bytes | None, **changes) -> Meta:
@@ -640,20 +605,20 @@ class Vault:
             self._check_writable()
             now = time.time_ns()
             mtime = now if mtime_ns is None else mtime_ns
-            new_dirs: dict[str, _Write] = {}
-            writes: list[_Write] = []
+            new_dirs: dict[str, Write] = {}
+            writes: list[Write] = []
             metas = []
             events = []
             for norm, data in batch.items():
-                writes += self._parent_dirs(norm, now, new_dirs)
+                writes += self._writer.parent_dirs(norm, now, new_dirs)
                 existing = self._tree.by_path.get(norm)
                 if norm in new_dirs or (existing is not None and existing.meta.is_dir):
                     raise IsADirectory(norm)
-                write = self._file_write(norm, existing, data, now, mtime, mode)
+                write = self._writer.file_write(norm, existing, data, now, mtime, mode)
                 writes.append(write)
                 metas.append(write.entry.meta)
                 events.append(("put", write.entry.record_id, norm, data))
-            self._commit(writes)
+            self._writer.commit(writes)
         self._notify(events)
         return metas
 
@@ -668,13 +633,13 @@ class Vault:
                 raise AlreadyExists(norm)
             now = time.time_ns()
             if parents:
-                writes = self._parent_dirs(norm, now)
+                writes = self._writer.parent_dirs(norm, now)
             else:
                 self._tree.require_dir(paths.parent(norm))
                 writes = []
-            meta = self._dir_meta(norm, now, mode)
-            writes.append(self._new_record(meta))
-            self._commit(writes)
+            meta = self._writer.dir_meta(norm, now, mode)
+            writes.append(self._writer.new_record(meta))
+            self._writer.commit(writes)
             return meta
 
     def symlink(self, path: str, target: str) -> Meta:
@@ -708,21 +673,23 @@ class Vault:
         """Move a file or directory tree; an existing target file is replaced (and shredded)."""
         with self._lock:
             self._check_writable()
-            events = self._rename(paths.normalize(old), paths.normalize(new), replace_existing)
+            events = self._writer.rename(
+                paths.normalize(old), paths.normalize(new), replace_existing
+            )
         self._notify(events)
 
     def exchange(self, a: str, b: str) -> None:
         """Swap two entries atomically (rename with RENAME_EXCHANGE)."""
         with self._lock:
             self._check_writable()
-            events = self._exchange(paths.normalize(a), paths.normalize(b))
+            events = self._writer.exchange(paths.normalize(a), paths.normalize(b))
         self._notify(events)
 
     def delete(self, path: str, *, recursive: bool = False) -> int:
         """Crypto-shred a file, symlink or directory; return how many records went."""
         with self._lock:
             self._check_writable()
-            events = self._delete(self._tree.at(paths.normalize(path)), recursive=recursive)
+            events = self._writer.delete(self._tree.at(paths.normalize(path)), recursive=recursive)
         self._notify(events)
         return len(events)
 
@@ -741,7 +708,7 @@ class Vault:
             if entry is None or entry.meta.body_gen != body_gen:
                 return False
             sealed = self._sealer.seal_derived(entry, blob)
-            self._write(lambda txn: txn.put(record_id, sealed, db=DERIVED), bookkeeping=True)
+            self._writer.write(lambda txn: txn.put(record_id, sealed, db=DERIVED), bookkeeping=True)
             return True
 
     def get_derived(self, record_id: bytes) -> bytes | None:
@@ -773,8 +740,8 @@ class Vault:
                     txn.delete(key, db=DERIVED)
 
             if keys:
-                self._write(txn_fn, owes_compaction=True)  # old vectors leave the file
-                self._housekeeper.compaction_owed()
+                self._writer.write(txn_fn, owes_compaction=True)  # old vectors leave the file
+                self._writer.housekeeper.compaction_owed()
 
     # -- the embedding model the vault's vectors belong to ----------------------
 
@@ -793,65 +760,9 @@ class Vault:
         with self._lock:
             self._check_writable()
             sealed = self._sealer.seal(Kind.INDEX, sha256.encode(), MODEL_KEY)
-            self._write(lambda txn: txn.put(MODEL_KEY, sealed, db=STATE))
+            self._writer.write(lambda txn: txn.put(MODEL_KEY, sealed, db=STATE))
 
     # -- the changes themselves (under the lock) -----------------------------------
-
-    def _rename(self, src: str, dst: str, replace_existing: bool) -> list[Event]:
-        entry = self._tree.at(src)
-        if src == dst:
-            return []
-        if paths.is_within(dst, src):
-            raise InvalidMove(src, dst, "a directory cannot move inside itself")
-        now = time.time_ns()
-        shreds: list[Entry] = []
-        target = self._tree.by_path.get(dst)
-        if target is not None:
-            if not replace_existing:
-                raise AlreadyExists(dst)
-            if entry.meta.is_dir and not target.meta.is_dir:
-                raise NotADirectory(dst)
-            if not entry.meta.is_dir and target.meta.is_dir:
-                raise IsADirectory(dst)
-            if target.meta.is_dir and self._tree.children(dst):
-                raise DirectoryNotEmpty(dst)
-            shreds.append(target)
-        moving = [entry, *self._tree.subtree(src)]
-        self._check_moved_paths(src, dst, moving)
-        writes = self._parent_dirs(dst, now)
-        for e in moving:
-            meta = e.meta.evolve(path=dst + e.meta.path[len(src) :], ctime_ns=now)
-            writes.append(_Write(Entry(e.record_id, meta, e.data_key), e.meta.gen, None))
-        self._commit(writes, shreds)
-        return [("delete", e.record_id, e.meta.path, None) for e in shreds] + _moves(writes)
-
-    def _exchange(self, first: str, second: str) -> list[Event]:
-        if first == second:
-            return []
-        if paths.is_within(first, second) or paths.is_within(second, first):
-            raise InvalidMove(first, second, "one contains the other")
-        now = time.time_ns()
-        writes = []
-        moves = [
-            (s, d, [self._tree.at(s), *self._tree.subtree(s)])
-            for s, d in ((first, second), (second, first))
-        ]
-        for src, dst, moving in moves:
-            self._check_moved_paths(src, dst, moving)
-        for src, dst, moving in moves:
-            for e in moving:
-                meta = e.meta.evolve(path=dst + e.meta.path[len(src) :], ctime_ns=now)
-                writes.append(_Write(Entry(e.record_id, meta, e.data_key), e.meta.gen, None))
-        self._commit(writes)
-        return _moves(writes)
-
-    def _delete(self, entry: Entry, *, recursive: bool) -> list[Event]:
-        below = self._tree.subtree(entry.meta.path)
-        if below and not recursive:
-            raise DirectoryNotEmpty(entry.meta.path)
-        doomed = [entry, *below]
-        self._commit([], doomed)
-        return [("delete", e.record_id, e.meta.path, None) for e in doomed]
 
     def _update(self, entry: Entry | None, changes: dict) -> Meta:
         """Metadata-only changes of an entry, or of the root (None)."""
@@ -859,194 +770,18 @@ class Vault:
         if entry is None:
             meta = self.root_meta().evolve(**changes)
             sealed = self._sealer.seal(Kind.META, meta.encode(), ROOT_ID, pad=True)
-            self._write(lambda txn: txn.put(ROOT_KEY, sealed, db=STATE))
+            self._writer.write(lambda txn: txn.put(ROOT_KEY, sealed, db=STATE))
             self._root = meta
             return meta
         meta = entry.meta.evolve(**changes)
-        self._commit([_Write(Entry(entry.record_id, meta, entry.data_key), entry.meta.gen, None)])
+        self._writer.commit(
+            [Write(Entry(entry.record_id, meta, entry.data_key), entry.meta.gen, None)]
+        )
         return meta
-
-    @staticmethod
-    def _check_moved_paths(src: str, dst: str, moving: list[Entry]) -> None:
-        """Refuse a move that would push a descendant past the path limit.
-
-        Checked before anything changes: such an entry could no longer be
-        listed, read or removed, through the mount or the CLI.
-        """
-        for e in moving:
-            paths.check_length(dst + e.meta.path[len(src) :])
 
     def _check_writable(self) -> None:
         if self._closed or self._store.readonly:
             raise ReadOnlyVault(self.path)
-
-    @staticmethod
-    def _dir_meta(norm: str, now: int, mode: int | None = None) -> Meta:
-        mode = records.DEFAULT_DIR_MODE if mode is None else mode
-        return Meta(norm, DIRECTORY, mode, 0, now, now, 1, 1, os.getuid(), os.getgid())
-
-    def _parent_dirs(
-        self, norm: str, now: int, planned: dict[str, _Write] | None = None
-    ) -> list[_Write]:
-        """Writes creating the missing ancestors of ``norm`` (mkdir -p).
-
-        ``planned`` collects directories already created earlier in the same
-        batch, so that a batch creates each directory once.
-        """
-        planned = {} if planned is None else planned
-        writes = []
-        for ancestor in paths.ancestors(norm):
-            existing = self._tree.by_path.get(ancestor)
-            if existing is None and ancestor not in planned:
-                write = self._new_record(self._dir_meta(ancestor, now))
-                planned[ancestor] = write
-                writes.append(write)
-            elif existing is not None and not existing.meta.is_dir:
-                raise NotADirectory(ancestor)
-        return writes
-
-    def _new_record(self, meta: Meta) -> _Write:
-        """A new record with an empty body: every record has one, so types look alike."""
-        record_id = os.urandom(ID_SIZE)
-        while record_id in self._tree.by_id:  # pragma: no cover - 2^-128
-            record_id = os.urandom(ID_SIZE)
-        data_key, wrapped = self._sealer.new_data_key(record_id)
-        write = _Write(Entry(record_id, meta, data_key), None, None, wrapped)
-        write.sealed_body = self._sealer.seal_body(write.entry, b"")
-        return write
-
-    def _file_write(
-        self,
-        norm: str,
-        existing: Entry | None,
-        data: bytes | bytearray,
-        now: int,
-        mtime: int,
-        mode: int | None,
-    ) -> _Write:
-        """The write storing ``data`` as a file: a new version of ``existing``, or a new record."""
-        if existing is not None:
-            meta = existing.meta.evolve(
-                size=len(data),
-                mtime_ns=mtime,
-                ctime_ns=now,
-                mode=existing.meta.mode if mode is None else mode,
-            )
-            meta = replace(meta, body_gen=meta.gen)
-            write = _Write(
-                Entry(existing.record_id, meta, existing.data_key), existing.meta.gen, None
-            )
-        else:
-            file_mode = records.DEFAULT_FILE_MODE if mode is None else mode
-            meta = Meta(
-                norm, FILE, file_mode, len(data), mtime, now, 1, 1, os.getuid(), os.getgid(),
-            )  # fmt: skip
-            write = self._new_record(meta)
-        write.sealed_body = self._sealer.seal_body(write.entry, data)
-        return write
-
-    def _write(
-        self,
-        fn: Callable,
-        acc: Accumulator | None = None,
-        *,
-        owes_compaction: bool = False,
-        bookkeeping: bool = False,
-    ):
-        """Run ``fn`` in one store write, with the sealed state that goes with it.
-
-        Every write carries the state (accumulator, the journal position it
-        will have, whether a journal is on), so what LMDB or the journal holds
-        always says, authenticated, how far it goes. ``bookkeeping`` writes
-        (the state alone, the index snapshot) do not make a compaction worth
-        it at close.
-        """
-        sealed = self._sealed_state(acc)
-
-        def txn_fn(txn):
-            result = fn(txn)
-            txn.put(STATE_KEY, sealed, db=STATE)
-            if owes_compaction:
-                txn.put(COMPACTION_OWED_KEY, b"", db=STATE)
-            return result
-
-        result = self._store.write(txn_fn)
-        self._wrote = True
-        self._dirty = self._dirty or not bookkeeping
-        if owes_compaction:
-            self.compaction_owed = True
-            self._owing += 1
-        return result
-
-    def _sealed_state(self, acc: Accumulator | None = None) -> bytes:
-        state = VaultState(self._acc if acc is None else acc, self._store.next_seq)
-        state.journal_boot = self._journal_boot
-        return self._sealer.seal(Kind.STATE, state.encode())
-
-    def _put_record(self, txn, w: _Write) -> None:
-        """Store one record (keeping its stored body unless the write has a new one)."""
-        rid = w.entry.record_id
-        body = w.sealed_body
-        if body is None:
-            _, _, stored_body = records.unpack(txn.get(rid, db=RECORDS))
-            body = bytes(stored_body)
-        txn.put(rid, self._sealer.pack_record(w.entry, body), db=RECORDS)
-        if w.wrapped_key is not None:
-            txn.put(rid, w.wrapped_key, db=KEYS)
-        elif w.sealed_body is not None:  # new content: its derived data is stale
-            txn.delete(rid, db=DERIVED)
-
-    def _commit(self, writes: list[_Write], shreds: Iterable[Entry] = ()) -> None:
-        """Apply writes and shreds in one durable transaction, then to the tree.
-
-        Shreds and replaced records leave old ciphertext in LMDB's free pages
-        (readable with keys that are still live, for a replaced record), so
-        both make a compaction owed: recorded in the same transaction, done
-        after a quiet moment, at close, or by the next writer.
-        """
-        shreds = list(shreds)
-        acc = self._acc.copy()
-        for w in writes:
-            if w.old_gen is not None:
-                acc.remove(w.entry.record_id, w.old_gen)
-            acc.add(w.entry.record_id, w.entry.meta.gen)
-        for s in shreds:
-            acc.remove(s.record_id, s.meta.gen)
-        owed = bool(shreds) or any(w.old_gen is not None for w in writes)
-
-        def txn_fn(txn) -> None:
-            for w in writes:
-                self._put_record(txn, w)
-            for s in shreds:
-                txn.delete(s.record_id, db=DERIVED)
-                txn.delete(s.record_id, db=RECORDS)
-                txn.delete(s.record_id, db=KEYS)
-            if self._snapshot_stored:
-                txn.delete(SNAPSHOT_KEY, db=STATE)
-
-        try:
-            self._write(txn_fn, acc, owes_compaction=owed)
-        except DiskFull:
-            if writes or not self._store.release_reserve():
-                raise
-            self._write(txn_fn, acc, owes_compaction=owed)  # a shred frees space: use the reserve
-        for w in writes:  # stored now: a flush below must not find a second copy alive
-            w.sealed_body = None
-        self._snapshot_stored = False
-        self._acc = acc
-        for s in shreds:
-            self._tree.remove(s)
-            wipe(s.data_key)
-        for w in writes:
-            old = self._tree.by_id.get(w.entry.record_id)
-            if old is not None:
-                self._tree.remove(old)
-        for w in sorted(writes, key=lambda w: w.entry.meta.path.count("/")):
-            self._tree.add(w.entry)
-        self.pending_shreds += len(shreds)
-        if owed:
-            self._housekeeper.compaction_owed()
-        self._housekeeper.journal_grew(self._store.journal_bytes)
 
     # -- compaction and closing ------------------------------------------------------
 
@@ -1056,86 +791,24 @@ class Vault:
             self._store.sync()
 
     def compact(self) -> tuple[int, int]:
-        """Rewrite the vault file without free pages: shredded bytes are gone after this.
+        """Rewrite the vault file without free pages; return its size before and after.
 
-        Returns the file's size before and after. While the journal takes the
-        writes (a mount), requests go on during the rewrite: the vault's lock
-        is only taken to note what the compaction covered.
+        Shredded bytes are gone after this. On a mount, requests go on meanwhile.
         """
         with self._lock:
             self._check_writable()
-            owing = self._owing
-            if not self._store.journaling:
-                return self._rebuild()
-        sizes = self._store.rebuild(leave_out=frozenset({(STATE, COMPACTION_OWED_KEY)}))
-        with self._lock:
-            if self._owing == owing:  # nothing owed arrived during the rewrite
-                self.pending_shreds = 0
-                self.compaction_owed = False
-        return sizes
-
-    def _rebuild(
-        self,
-        leave_out: Iterable[tuple[str, bytes]] = (),
-        extra: dict[tuple[str, bytes], bytes] | None = None,
-    ) -> tuple[int, int]:
-        """Compact (and repair) under the lock: nothing else changes meanwhile."""
-        dropped = frozenset({(STATE, COMPACTION_OWED_KEY), *leave_out})
-        sizes = self._store.rebuild(leave_out=dropped, extra=extra)
-        self.pending_shreds = 0
-        self.compaction_owed = False
-        self._dirty = False
-        return sizes
-
-    def _compact_quietly(self) -> None:
-        """The debounced compaction (a timer thread, without the lock)."""
-        if not self._closed and self.compaction_owed:
-            self.compact()
-
-    def _finish_writes(self) -> None:
-        """Snapshot the index, close the journal, then compact if anything changed.
-
-        The state that says no journal is open is written straight into
-        LMDB, after everything journaled is there and before the journal
-        file goes (see _begin_session). Compacting whenever the session
-        changed something leaves no old version in free pages and packs the
-        B-tree's half-full pages (random ids split them): a locked vault is
-        always as small as it can be.
-        """
-        if self.damage:
-            return  # opened only to be repaired: repair() does its own rewrite
-        if not self._snapshot_stored:
-            with contextlib.suppress(DiskFull):  # only an unlock speed-up
-                sealed = seal_snapshot(self._store, self._sealer, self._tree, self._acc)
-                self._write(lambda txn: txn.put(SNAPSHOT_KEY, sealed, db=STATE), bookkeeping=True)
-                self._snapshot_stored = True
-        self._store.flush()
-        if self._journal_boot != NO_BOOT:
-            self._store.journal_writes(False)
-            self._journal_boot = NO_BOOT
-            self._write(_no_change, bookkeeping=True)
-        if self.compaction_owed or self._dirty:
-            try:
-                self._rebuild()
-            except DiskFull:
-                self._store.settle()
-                self._store.sync()
-                if self.compaction_owed:
-                    raise CompactionPending(self.path, "the disk is full") from None
-        elif self._wrote:
-            self._store.settle()
-        self._store.sync()
-        self._store.close_journal()  # the state in the file says no session is open
+        return self._writer.compact()
 
     def close(self) -> None:
         """Finish pending shreds (compaction), then wipe every key from memory."""
-        self._housekeeper.stop()
+        self._writer.housekeeper.stop()
         with self._lock:
             if self._closed:
                 return
+            self._writer.closed = True
             try:
-                if not self._store.readonly:
-                    self._finish_writes()
+                if not self._store.readonly and not self.damage:
+                    self._writer.finish()  # a damaged vault is only opened to be repaired
             finally:
                 self._closed = True
                 self._store.close()
@@ -1147,16 +820,3 @@ class Vault:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _moves(writes: list[_Write]) -> list[Event]:
-    """Files renamed with their content unchanged (their indexing may change with the name)."""
-    return [
-        ("move", w.entry.record_id, w.entry.meta.path, None)
-        for w in writes
-        if w.entry.meta.type == FILE and w.sealed_body is None
-    ]
-
-
-def _no_change(txn) -> None:
-    """A write that only carries the sealed state (see Vault._write)."""

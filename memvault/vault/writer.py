@@ -1,0 +1,445 @@
+"""Everything that changes the vault file: commits, a writing session, compaction.
+
+A commit turns writes and shreds into one store transaction that carries
+the sealed state (integrity sum, journal position, whether a journal is on),
+then updates the path tree. A session begins by saying in the sealed state
+whether a journal is on and ends by snapshotting the index, closing the
+journal and compacting if anything changed. Callers hold the vault's lock,
+except for the background compaction (see compact()).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+
+from .. import paths
+from ..crypto import Kind, wipe
+from ..errors import (
+    AlreadyExists,
+    CompactionPending,
+    DirectoryNotEmpty,
+    DiskFull,
+    InvalidMove,
+    IsADirectory,
+    NotADirectory,
+)
+from . import records
+from .accumulator import Accumulator
+from .housekeeping import Housekeeper
+from .journal import NO_BOOT, current_boot_id
+from .loading import seal_snapshot
+from .records import DIRECTORY, FILE, Meta
+from .schema import (
+    COMPACTION_OWED_KEY,
+    DERIVED,
+    ID_SIZE,
+    KEYS,
+    RECORDS,
+    SNAPSHOT_KEY,
+    STATE,
+    STATE_KEY,
+)
+from .sealing import Sealer
+from .state import VaultState
+from .store import Store
+from .tree import Entry, PathTree
+
+Event = tuple[str, bytes, str, bytes | None]
+"""A change for the vault's listeners: (kind, record id, path, data)."""
+
+log = logging.getLogger("memvault")
+
+
+@dataclass
+class Write:
+    """One record to store: new, a new version, or new metadata over the stored body."""
+
+    entry: Entry
+    old_gen: int | None  # None for a record that does not exist yet
+    sealed_body: bytes | None  # None keeps the stored body
+    wrapped_key: bytes | None = None  # set for new records
+
+
+class Writer:
+    def __init__(
+        self,
+        store: Store,
+        sealer: Sealer,
+        tree: PathTree,
+        state_key: bytearray,
+        lock: threading.RLock,
+        compact_delay: float | None,
+    ) -> None:
+        self.store = store
+        self.sealer = sealer
+        self.tree = tree
+        self.lock = lock  # the vault's
+        self.acc = Accumulator(state_key)
+        self.journal_boot = NO_BOOT  # written into every state while a journal is on
+        self.snapshot_stored = False
+        self.pending_shreds = 0
+        self.compaction_owed = False
+        """Shredded or replaced bytes are still in the file (a compaction will remove them)."""
+        self._owing = 0  # writes that made a compaction owed (a concurrent one may miss them)
+        self._dirty = False  # memories changed since the last compaction: compact at close
+        self._wrote = False  # anything written this session: settle the meta pages at close
+        self.closed = False
+        self.housekeeper = Housekeeper(store.flush, self._compact_quietly, compact_delay)
+
+    # -- new records -------------------------------------------------------------
+
+    def new_record(self, meta: Meta) -> Write:
+        """A new record with an empty body: every record has one, so types look alike."""
+        record_id = os.urandom(ID_SIZE)
+        while record_id in self.tree.by_id:  # pragma: no cover - 2^-128
+            record_id = os.urandom(ID_SIZE)
+        data_key, wrapped = self.sealer.new_data_key(record_id)
+        write = Write(Entry(record_id, meta, data_key), None, None, wrapped)
+        write.sealed_body = self.sealer.seal_body(write.entry, b"")
+        return write
+
+    def file_write(
+        self,
+        norm: str,
+        existing: Entry | None,
+        data: bytes | bytearray,
+        now: int,
+        mtime: int,
+        mode: int | None,
+    ) -> Write:
+        """The write storing ``data`` as a file: a new version of ``existing``, or a new record."""
+        if existing is not None:
+            meta = existing.meta.evolve(
+                size=len(data),
+                mtime_ns=mtime,
+                ctime_ns=now,
+                mode=existing.meta.mode if mode is None else mode,
+            )
+            meta = replace(meta, body_gen=meta.gen)
+            write = Write(
+                Entry(existing.record_id, meta, existing.data_key), existing.meta.gen, None
+            )
+        else:
+            file_mode = records.DEFAULT_FILE_MODE if mode is None else mode
+            meta = Meta(
+                norm, FILE, file_mode, len(data), mtime, now, 1, 1, os.getuid(), os.getgid()
+            )
+            write = self.new_record(meta)
+        write.sealed_body = self.sealer.seal_body(write.entry, data)
+        return write
+
+    @staticmethod
+    def dir_meta(norm: str, now: int, mode: int | None = None) -> Meta:
+        mode = records.DEFAULT_DIR_MODE if mode is None else mode
+        return Meta(norm, DIRECTORY, mode, 0, now, now, 1, 1, os.getuid(), os.getgid())
+
+    def parent_dirs(
+        self, norm: str, now: int, planned: dict[str, Write] | None = None
+    ) -> list[Write]:
+        """Writes creating the missing ancestors of ``norm`` (mkdir -p).
+
+        ``planned`` collects directories already created earlier in the same
+        batch, so that a batch creates each directory once.
+        """
+        planned = {} if planned is None else planned
+        writes = []
+        for ancestor in paths.ancestors(norm):
+            existing = self.tree.by_path.get(ancestor)
+            if existing is None and ancestor not in planned:
+                write = self.new_record(self.dir_meta(ancestor, now))
+                planned[ancestor] = write
+                writes.append(write)
+            elif existing is not None and not existing.meta.is_dir:
+                raise NotADirectory(ancestor)
+        return writes
+
+    # -- committing ----------------------------------------------------------------
+
+    def write(
+        self,
+        fn: Callable,
+        acc: Accumulator | None = None,
+        *,
+        owes_compaction: bool = False,
+        bookkeeping: bool = False,
+    ):
+        """Run ``fn`` in one store write, with the sealed state that goes with it.
+
+        Every write carries the state (accumulator, the journal position it
+        will have, whether a journal is on), so what LMDB or the journal holds
+        always says, authenticated, how far it goes. ``bookkeeping`` writes
+        (the state alone, the index snapshot) do not make a compaction worth
+        it at close.
+        """
+        sealed = self.sealed_state(acc)
+
+        def txn_fn(txn):
+            result = fn(txn)
+            txn.put(STATE_KEY, sealed, db=STATE)
+            if owes_compaction:
+                txn.put(COMPACTION_OWED_KEY, b"", db=STATE)
+            return result
+
+        result = self.store.write(txn_fn)
+        self._wrote = True
+        self._dirty = self._dirty or not bookkeeping
+        if owes_compaction:
+            self.compaction_owed = True
+            self._owing += 1
+        return result
+
+    def sealed_state(self, acc: Accumulator | None = None) -> bytes:
+        state = VaultState(self.acc if acc is None else acc, self.store.next_seq)
+        state.journal_boot = self.journal_boot
+        return self.sealer.seal(Kind.STATE, state.encode())
+
+    def commit(self, writes: list[Write], shreds: Iterable[Entry] = ()) -> None:
+        """Apply writes and shreds in one durable transaction, then to the tree.
+
+        Shreds and replaced records leave old ciphertext in LMDB's free pages
+        (readable with keys that are still live, for a replaced record), so
+        both make a compaction owed: recorded in the same transaction, done
+        after a quiet moment, at close, or by the next writer.
+        """
+        shreds = list(shreds)
+        acc = self.acc.copy()
+        for w in writes:
+            if w.old_gen is not None:
+                acc.remove(w.entry.record_id, w.old_gen)
+            acc.add(w.entry.record_id, w.entry.meta.gen)
+        for s in shreds:
+            acc.remove(s.record_id, s.meta.gen)
+        owed = bool(shreds) or any(w.old_gen is not None for w in writes)
+
+        def txn_fn(txn) -> None:
+            for w in writes:
+                self._put_record(txn, w)
+            for s in shreds:
+                txn.delete(s.record_id, db=DERIVED)
+                txn.delete(s.record_id, db=RECORDS)
+                txn.delete(s.record_id, db=KEYS)
+            if self.snapshot_stored:
+                txn.delete(SNAPSHOT_KEY, db=STATE)
+
+        try:
+            self.write(txn_fn, acc, owes_compaction=owed)
+        except DiskFull:
+            if writes or not self.store.release_reserve():
+                raise
+            self.write(txn_fn, acc, owes_compaction=owed)  # a shred frees space: use the reserve
+        for w in writes:  # stored now: a large body need not stay in memory
+            w.sealed_body = None
+        self.snapshot_stored = False
+        self.acc = acc
+        for s in shreds:
+            self.tree.remove(s)
+            wipe(s.data_key)
+        for w in writes:
+            old = self.tree.by_id.get(w.entry.record_id)
+            if old is not None:
+                self.tree.remove(old)
+        for w in sorted(writes, key=lambda w: w.entry.meta.path.count("/")):
+            self.tree.add(w.entry)
+        self.pending_shreds += len(shreds)
+        if owed:
+            self.housekeeper.compaction_owed()
+        self.housekeeper.journal_grew(self.store.journal_bytes)
+
+    def _put_record(self, txn, w: Write) -> None:
+        """Store one record (keeping its stored body unless the write has a new one)."""
+        rid = w.entry.record_id
+        body = w.sealed_body
+        if body is None:
+            _, _, stored_body = records.unpack(txn.get(rid, db=RECORDS))
+            body = bytes(stored_body)
+        txn.put(rid, self.sealer.pack_record(w.entry, body), db=RECORDS)
+        if w.wrapped_key is not None:
+            txn.put(rid, w.wrapped_key, db=KEYS)
+        elif w.sealed_body is not None:  # new content: its derived data is stale
+            txn.delete(rid, db=DERIVED)
+
+    # -- moves and shreds (paths already normalised) -------------------------------
+
+    def rename(self, src: str, dst: str, replace_existing: bool) -> list[Event]:
+        entry = self.tree.at(src)
+        if src == dst:
+            return []
+        if paths.is_within(dst, src):
+            raise InvalidMove(src, dst, "a directory cannot move inside itself")
+        now = time.time_ns()
+        shreds: list[Entry] = []
+        target = self.tree.by_path.get(dst)
+        if target is not None:
+            if not replace_existing:
+                raise AlreadyExists(dst)
+            if entry.meta.is_dir and not target.meta.is_dir:
+                raise NotADirectory(dst)
+            if not entry.meta.is_dir and target.meta.is_dir:
+                raise IsADirectory(dst)
+            if target.meta.is_dir and self.tree.children(dst):
+                raise DirectoryNotEmpty(dst)
+            shreds.append(target)
+        moving = [entry, *self.tree.subtree(src)]
+        self._check_moved_paths(src, dst, moving)
+        writes = self.parent_dirs(dst, now)
+        for e in moving:
+            meta = e.meta.evolve(path=dst + e.meta.path[len(src) :], ctime_ns=now)
+            writes.append(Write(Entry(e.record_id, meta, e.data_key), e.meta.gen, None))
+        self.commit(writes, shreds)
+        return [("delete", e.record_id, e.meta.path, None) for e in shreds] + _moves(writes)
+
+    def exchange(self, first: str, second: str) -> list[Event]:
+        if first == second:
+            return []
+        if paths.is_within(first, second) or paths.is_within(second, first):
+            raise InvalidMove(first, second, "one contains the other")
+        now = time.time_ns()
+        writes = []
+        moves = [
+            (s, d, [self.tree.at(s), *self.tree.subtree(s)])
+            for s, d in ((first, second), (second, first))
+        ]
+        for src, dst, moving in moves:
+            self._check_moved_paths(src, dst, moving)
+        for src, dst, moving in moves:
+            for e in moving:
+                meta = e.meta.evolve(path=dst + e.meta.path[len(src) :], ctime_ns=now)
+                writes.append(Write(Entry(e.record_id, meta, e.data_key), e.meta.gen, None))
+        self.commit(writes)
+        return _moves(writes)
+
+    def delete(self, entry: Entry, *, recursive: bool) -> list[Event]:
+        below = self.tree.subtree(entry.meta.path)
+        if below and not recursive:
+            raise DirectoryNotEmpty(entry.meta.path)
+        doomed = [entry, *below]
+        self.commit([], doomed)
+        return [("delete", e.record_id, e.meta.path, None) for e in doomed]
+
+    @staticmethod
+    def _check_moved_paths(src: str, dst: str, moving: list[Entry]) -> None:
+        """Refuse a move that would push a descendant past the path limit.
+
+        Checked before anything changes: such an entry could no longer be
+        listed, read or removed, through the mount or the CLI.
+        """
+        for e in moving:
+            paths.check_length(dst + e.meta.path[len(src) :])
+
+    # -- the session -----------------------------------------------------------------
+
+    def begin(self, *, journal: bool, previous: VaultState, damaged: bool) -> None:
+        """Mark in the sealed state whether a journal is on, then finish owed work.
+
+        The journal file exists (fsynced) before the state says a session is
+        open, and the state says it is closed before the file goes: a journal
+        is never missing while the state says one is open, except by damage.
+        """
+        store = self.store
+        if journal:
+            self.journal_boot = current_boot_id()
+            store.open_journal_session(self.journal_boot)
+            self.write(_no_change, bookkeeping=True)  # straight into LMDB: journal still off
+            store.sync()
+            store.journal_writes(True)
+        else:
+            if previous.session_open:  # a killed daemon's session: closed now
+                self.write(_no_change, bookkeeping=True)
+                store.sync()
+            if not store.salvaged:  # on a salvage copy the journal waits for the rebuild
+                store.close_journal()
+        if self.compaction_owed and not damaged:
+            try:
+                self.compact()
+            except DiskFull:
+                log.warning("compaction owed by an earlier session waits: the disk is full")
+
+    def finish(self) -> None:
+        """Snapshot the index, close the journal, then compact if anything changed.
+
+        The state that says no journal is open is written straight into
+        LMDB, after everything journaled is there and before the journal
+        file goes (see begin). Compacting whenever the session changed
+        something leaves no old version in free pages and packs the B-tree's
+        half-full pages (random ids split them): a locked vault is always as
+        small as it can be.
+        """
+        if not self.snapshot_stored:
+            with contextlib.suppress(DiskFull):  # only an unlock speed-up
+                sealed = seal_snapshot(self.store, self.sealer, self.tree, self.acc)
+                self.write(lambda txn: txn.put(SNAPSHOT_KEY, sealed, db=STATE), bookkeeping=True)
+                self.snapshot_stored = True
+        self.store.flush()
+        if self.journal_boot != NO_BOOT:
+            self.store.journal_writes(False)
+            self.journal_boot = NO_BOOT
+            self.write(_no_change, bookkeeping=True)
+        if self.compaction_owed or self._dirty:
+            try:
+                self.rebuild()
+            except DiskFull:
+                self.store.settle()
+                self.store.sync()
+                if self.compaction_owed:
+                    raise CompactionPending(self.store.path, "the disk is full") from None
+        elif self._wrote:
+            self.store.settle()
+        self.store.sync()
+        self.store.close_journal()  # the state in the file says no session is open
+
+    # -- compaction --------------------------------------------------------------------
+
+    def compact(self) -> tuple[int, int]:
+        """Rewrite the vault file without free pages: shredded bytes are gone after this.
+
+        Returns the file's size before and after. While the journal takes the
+        writes (a mount), requests go on during the rewrite: the vault's lock
+        is only taken to note what the compaction covered.
+        """
+        with self.lock:
+            owing = self._owing
+            if not self.store.journaling:
+                return self.rebuild()
+        sizes = self.store.rebuild(leave_out=frozenset({(STATE, COMPACTION_OWED_KEY)}))
+        with self.lock:
+            if self._owing == owing:  # nothing owed arrived during the rewrite
+                self.pending_shreds = 0
+                self.compaction_owed = False
+        return sizes
+
+    def rebuild(
+        self,
+        leave_out: Iterable[tuple[str, bytes]] = (),
+        extra: dict[tuple[str, bytes], bytes] | None = None,
+    ) -> tuple[int, int]:
+        """Compact (and repair) under the vault's lock: nothing else changes meanwhile."""
+        dropped = frozenset({(STATE, COMPACTION_OWED_KEY), *leave_out})
+        sizes = self.store.rebuild(leave_out=dropped, extra=extra)
+        self.pending_shreds = 0
+        self.compaction_owed = False
+        self._dirty = False
+        return sizes
+
+    def _compact_quietly(self) -> None:
+        """The debounced compaction (a timer thread, without the vault's lock)."""
+        if not self.closed and self.compaction_owed:
+            self.compact()
+
+
+def _no_change(txn) -> None:
+    """A write that only carries the sealed state (see Writer.write)."""
+
+
+def _moves(writes: list[Write]) -> list[Event]:
+    """Files renamed with their content unchanged (their indexing may change with the name)."""
+    return [
+        ("move", w.entry.record_id, w.entry.meta.path, None)
+        for w in writes
+        if w.entry.meta.type == FILE and w.sealed_body is None
+    ]
