@@ -13,8 +13,7 @@ import pyfuse3
 import trio
 
 from ..errors import MemvaultError
-from ..index.embedder import DIMENSIONS, Embedder
-from ..search import SearchService
+from ..search import SearchService, open_search
 from ..vault import Vault
 from .operations import VaultOperations
 from .runtime import MountRecord
@@ -51,7 +50,7 @@ def serve(
     wiped) before returning.
     """
     # Two non-spinning threads: a query embeds in ~6 ms instead of ~9 ms.
-    search = SearchService(vault, lambda: Embedder(threads=2), DIMENSIONS)
+    search = open_search(vault, threads=2)
     ops = VaultOperations(vault, search=search, mountpoint=str(mountpoint))
     record = MountRecord(str(vault.path), str(mountpoint), os.getpid(), time.time())
     pyfuse3.init(ops, str(mountpoint), mount_options(allow_other))

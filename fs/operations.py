@@ -31,10 +31,9 @@ import trio
 
 from .. import paths
 from ..errors import MemoryNotFound, MemvaultError
-from ..search import SearchService
+from ..search import QueryError, SearchService, parse, render, render_error
 from ..vault import MAX_MEMORY_SIZE, Vault
 from ..vault.records import DIRECTORY, FILE, SYMLINK, Meta
-from . import searchtree
 from .errors import fuse_errors
 from .handles import OpenFile, OpenFiles
 from .inodes import ROOT, InodeTable
@@ -232,16 +231,14 @@ class VaultOperations(pyfuse3.Operations):
         cached = self.results.get(name)
         if cached is None or not cached.fresh:
             try:
-                query = searchtree.parse(name)
-            except searchtree.QueryError:
+                query = parse(name)
+            except QueryError:
                 raise pyfuse3.FUSEError(errno.ENOENT) from None
             try:
-                results = await self._in_thread(
-                    self.search.search, query.text, query.k, query.prefix
-                )
-                rendered = searchtree.render(query, results, self.mountpoint)
+                results = await self._in_thread(self.search.search, query)
+                rendered = render(query, results, self.mountpoint)
             except MemvaultError as exc:  # e.g. another embedding model: say so in the file
-                rendered = searchtree.render_error(query, str(exc))
+                rendered = render_error(query, str(exc))
             cached = self.results.store(name, rendered)
         return self._result_attrs(cached.inode, len(cached.data))
 

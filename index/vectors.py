@@ -5,15 +5,17 @@ Vectors are L2-normalised, so the inner product is the cosine. Below
 above it an hnswlib graph answers in sub-millisecond time.
 
 Building a graph of tens of thousands of vectors takes tens of seconds, so
-it is never done inside ``add``: once ``graph_due`` is true the owner takes a
-``graph_snapshot`` (under its lock), builds with ``build_graph`` (no lock
-needed; hnswlib releases the GIL) and hands the result to ``install_graph``
-(under its lock), which replays what changed meanwhile. Exact search answers
-until then. The graph is never written anywhere: it is rebuilt from the
+it is never done inside ``add``: once a graph is due, ``plan_graph`` (under
+the owner's lock) snapshots the vectors into a GraphBuild, whose ``build``
+runs without the lock (hnswlib releases the GIL) and whose ``install`` (under
+the lock again) replays what changed meanwhile. Exact search answers until
+then. The graph is never written anywhere: it is rebuilt from the
 stored (sealed) vectors at each unlock.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import hnswlib
 import numpy as np
@@ -138,6 +140,17 @@ class VectorIndex:
 
     # -- building the graph, off the caller's lock --------------------------------
 
+    def plan_graph(self) -> GraphBuild | None:
+        """A graph build to run off the lock if one is due (call with the lock held)."""
+        if not self.graph_due:
+            return None
+        ids, matrix = self.graph_snapshot()
+        return GraphBuild(self, ids, matrix)
+
+    def abandon_graph(self) -> None:
+        """Stop recording changes for a build that failed; a later one may be planned."""
+        self._changes = None
+
     def graph_snapshot(self) -> tuple[np.ndarray, np.ndarray]:
         """Copies of the ids and vectors to build from; changes are recorded from now."""
         self._changes = []
@@ -175,6 +188,26 @@ class VectorIndex:
         """Build and install the graph in the caller's thread (tests, tools)."""
         ids, matrix = self.graph_snapshot()
         self.install_graph(self.build_graph(ids, matrix), ids)
+
+
+@dataclass
+class GraphBuild:
+    """One HNSW build: ``build()`` without the owner's lock, ``install()`` under it."""
+
+    index: VectorIndex
+    ids: np.ndarray
+    matrix: np.ndarray
+    graph: hnswlib.Index | None = None
+
+    def build(self) -> None:
+        self.graph = VectorIndex.build_graph(self.ids, self.matrix)
+
+    def install(self) -> None:
+        """Search with the built graph from now on (or give the build up if it failed)."""
+        if self.graph is None:
+            self.index.abandon_graph()
+        else:
+            self.index.install_graph(self.graph, self.ids)
 
 
 def _graph_add(graph: hnswlib.Index, ids: np.ndarray, vectors: np.ndarray) -> None:

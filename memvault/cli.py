@@ -203,36 +203,21 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from urllib.parse import quote, urlencode
+    from . import search
 
-    from .fs import searchtree
-
-    text = " ".join(args.query).strip()
-    if not text:
-        raise PassphraseError("The query is empty.")
-    options = {"k": args.k} | ({"in": args.prefix} if args.prefix else {})
-    name = quote(text, safe=" ") + "?" + urlencode(options) + (".json" if args.json else "")
-    try:
-        query = searchtree.parse(name)
-    except searchtree.QueryError:
-        raise PassphraseError(f"-k must be between 1 and {searchtree.MAX_K}.") from None
+    query = search.Query(" ".join(args.query), search.to_k(args.k), args.prefix or "", args.json)
     record = serving_daemon(args)
     if record is not None:  # the daemon's index answers at once
-        sys.stdout.buffer.write(_search_through_mount(Path(record.mountpoint), name))
+        sys.stdout.buffer.write(_search_through_mount(Path(record.mountpoint), query.file_name()))
         return 0
-    from .index.embedder import DIMENSIONS, Embedder
-    from .search import SearchService
-
     with open_vault(args, readonly=True) as vault:
-        service = SearchService(vault, Embedder, DIMENSIONS)
+        service = search.open_search(vault)
         service.ensure_model()
         print(f"memvault: indexing {len(vault)} memories (the vault is not unlocked)...",
               file=sys.stderr)  # fmt: skip
-        service.index_all()
-        while service.index.embed_pending(64):
-            pass
-        results = service.search(query.text, query.k, query.prefix)
-    sys.stdout.buffer.write(searchtree.render(query, results, ""))
+        service.catch_up()
+        results = service.search(query)
+    sys.stdout.buffer.write(search.render(query, results))
     return 0
 
 
@@ -255,11 +240,10 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         os.kill(record.pid, signal.SIGUSR2)
         print(f"The daemon (pid {record.pid}) is re-indexing with the installed model.")
         return 0
-    from .index.embedder import DIMENSIONS, Embedder
-    from .search import SearchService
+    from .search import open_search
 
     with open_vault(args) as vault:
-        sha = SearchService(vault, Embedder, DIMENSIONS).reindex()
+        sha = open_search(vault).reindex()
         count = len(vault)
     print(f"Re-indexed {count} memories; the vault is pinned to embedding model {sha[:12]}….")
     return 0
@@ -549,7 +533,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p = add("search", cmd_search, "search the memories (hybrid: words and meaning)")
     p.add_argument("query", metavar="QUERY", nargs="+", help="what to look for")
-    p.add_argument("-k", type=int, default=10, metavar="N", help="how many results (1-50)")
+    p.add_argument("-k", default="10", metavar="N", help="how many results (1-50)")
     p.add_argument("--in", dest="prefix", metavar="DIR", help="only memories under DIR")
     p.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
     p = add(

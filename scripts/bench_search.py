@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from synthetic import THINGS, TOPICS, note, notes  # noqa: E402
 
 from memvault.index.embedder import DIMENSIONS, Embedder  # noqa: E402
-from memvault.search import SearchService  # noqa: E402
+from memvault.search import Query, SearchService  # noqa: E402
 from memvault.vault import Vault  # noqa: E402
 
 PASSPHRASE = "benchmark passphrase"
@@ -87,7 +87,7 @@ def bench(n: int, work: Path, threads: int, existing: Path | None = None) -> Non
         hybrid = []
         for q in qs:
             t = time.perf_counter()
-            service.search(q, 10)
+            service.search(Query(q, 10))
             hybrid.append(time.perf_counter() - t)
         print(f"- hybrid search in process (embedding the query included): {ms(hybrid)}")
         vectors = [embedder.embed_one(q) for q in qs]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from .conftest import KDF_ARGS, PASSPHRASE, assert_one_line_error, run_cli
 
 
@@ -201,6 +203,26 @@ def test_search_without_a_mount(vault_path):
     assert out.stdout.decode().splitlines()[2].startswith("1. **projects/deploy.md**")
     none = run_cli("search", "quantum", "gluon", "lattice", vault=vault_path)
     assert b"No memory matches" in none.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["foo", "-k", "99"], "k must be a whole number between 1 and 50, not 99."),
+        (["foo", "-k", "0"], "not 0."),
+        (["foo", "-k", "many"], "not many."),
+        (["  "], "The search query is empty."),
+        (["foo", "--in", "a/../b"], "'..' is not allowed as a name"),
+        (["foo", "--in", "search/x"], "reserved for queries"),
+    ],
+)
+def test_a_bad_search_is_a_usage_error(vault_path, args, words):
+    """Checked before the vault is opened (no passphrase asked): one sentence, exit 2."""
+    init(vault_path)
+    done = run_cli("search", *args, vault=vault_path, passphrase=None)
+    line = assert_one_line_error(done)
+    assert done.returncode == 2, (done.returncode, line)
+    assert words in line and "internal error" not in line, line
 
 
 def test_search_refuses_another_model_until_reindex(vault_path):

@@ -139,3 +139,10 @@ def test_another_model_is_refused_on_the_mount_until_reindex(tmp_path):
         while first_path(m.root, f"deploy release {time.monotonic()}") != "a.md":
             assert time.monotonic() < deadline, "re-indexing never finished"
             time.sleep(0.3)
+
+
+def test_a_name_that_is_no_query_is_no_file(mnt):
+    for name in ("deploy?k=99", "deploy?k=abc.json", "deploy?in=a%2F..%2Fb", "%20", "x?in=search"):
+        with pytest.raises(FileNotFoundError):
+            (mnt.root / "search" / name).read_bytes()
+    assert "deploy" in query(mnt.root, "deploy?k=2&in=%2Fprojects%2F")

@@ -17,14 +17,25 @@ NOTES = {
 
 
 @pytest.fixture(scope="module")
-def index():
-    embedder = Embedder()
-    idx = HybridIndex(embedder.embed, DIMENSIONS)
+def embedder():
+    return Embedder()
+
+
+@pytest.fixture(scope="module")
+def index(embedder):
+    idx = HybridIndex(DIMENSIONS)
     for record_id, text in NOTES.items():
         idx.put(record_id, text)
-    while idx.embed_pending():
-        pass
+    while batch := idx.pending_batch(32):
+        idx.add_vectors(batch, embedder.embed(list(batch.values())))
+    assert not idx.pending
     return idx
+
+
+@pytest.fixture(scope="module")
+def ask(index, embedder):
+    """Search as the service does: the query embedded by the caller."""
+    return lambda query, **options: index.search(query, embedder.embed_one(query), **options)
 
 
 @pytest.mark.parametrize(
@@ -37,19 +48,29 @@ def index():
         ("compute_checksum", b"code"),
     ],
 )
-def test_finds_by_meaning_and_by_exact_token(index, query, expected):
-    hits = index.search(query, k=3)
+def test_finds_by_meaning_and_by_exact_token(ask, query, expected):
+    hits = ask(query, k=3)
     assert hits and hits[0].record_id == expected, [(h.record_id, h.score) for h in hits]
 
 
-def test_nothing_relevant_returns_nothing(index):
-    assert index.search("quantum chromodynamics lattice gluon propagator") == []
+def test_nothing_relevant_returns_nothing(ask):
+    assert ask("quantum chromodynamics lattice gluon propagator") == []
 
 
-def test_words_are_found_before_embedding_and_removed_records_vanish(index):
+def test_words_are_found_before_embedding_and_removed_records_vanish(index, ask):
     index.put(b"new", "# Fresh\nThe zebrafish experiment starts Monday.")
-    assert b"new" in [h.record_id for h in index.search("zebrafish")]
+    assert index.pending, "not embedded yet"
+    assert b"new" in [h.record_id for h in ask("zebrafish")]
+    assert b"new" in [h.record_id for h in index.search("zebrafish", None)], "words alone"
     index.remove(b"new")
-    assert index.search("zebrafish") == []
-    only_db = index.search("postgres migrations", allowed=lambda rid: rid == b"db")
+    assert ask("zebrafish") == []
+    only_db = ask("postgres migrations", allowed=lambda rid: rid == b"db")
     assert {h.record_id for h in only_db} == {b"db"}
+
+
+def test_a_query_vector_alone_finds_by_meaning(index, embedder):
+    """No shared word: only the vector the caller passed can find the memory."""
+    vector = embedder.embed_one("how do we ship a new version to production")
+    assert index.search("xyzzy", None) == []
+    hits = index.search("xyzzy", vector, k=1)
+    assert [h.record_id for h in hits] == [b"deploy"] and hits[0].lexical_rank is None

@@ -3,6 +3,7 @@ error (ENAMETOOLONG: the CLI asks search/<query> through the mount)."""
 
 from __future__ import annotations
 
+import json
 import os
 
 from .conftest import assert_one_line_error
@@ -18,8 +19,13 @@ def test_long_search_query_while_mounted_is_a_clear_error(tmp_path):
         short = m.cli("search", "make release", "-k", "3")
         assert short.returncode == 0, short.stderr
         assert b"deploy.md" in short.stdout
-        bad_k = assert_one_line_error(m.cli("search", "make release", "-k", "500"))
-        assert "-k must be between 1 and 50" in bad_k, bad_k
+        bad = m.cli("search", "make release", "-k", "500")
+        line = assert_one_line_error(bad)
+        assert bad.returncode == 2 and "k must be a whole number between 1 and 50" in line, line
+        scoped = m.cli("search", "--json", "--in", "/ops/", "release.json")
+        assert scoped.returncode == 0, scoped.stderr
+        assert json.loads(scoped.stdout)["in"] == "ops", "the same query on both sides"
+        assert json.loads(scoped.stdout)["query"] == "release.json", "words, not the format"
 
 
 def test_rename_into_an_indexed_name_makes_a_memory_searchable(tmp_path):

@@ -7,7 +7,7 @@ import pytest
 
 from memvault.index.embedder import DIMENSIONS, Embedder
 from memvault.index.model import cache_dir
-from memvault.search import SearchService
+from memvault.search import Query, SearchService, open_search
 from memvault.vault import Vault
 
 from .conftest import FAST_KDF, PASSPHRASE, assert_nowhere, reopen
@@ -40,13 +40,13 @@ def test_vectors_are_stored_sealed_and_reused(vault_path, embedder):
         service = indexed(vault, embedder)
         for name in NOTES:
             assert vault.get_derived(vault.record_id(name)) is not None
-        assert service.search("when is the fish tank cleaned")[0].path == "zebra.md"
+        assert service.search(Query("when is the fish tank cleaned"))[0].path == "zebra.md"
         service.stop()
     with reopen(vault_path) as vault:
         service = SearchService(vault, embedder, DIMENSIONS)
         service.index_all()
         assert service.index.pending == {}, "stored vectors are reused, nothing re-embedded"
-        assert service.search("when is the fish tank cleaned")[0].path == "zebra.md"
+        assert service.search(Query("when is the fish tank cleaned"))[0].path == "zebra.md"
         vault.put("zebra.md", b"# Zebrafish\nThe tank moved to room 12.\n")
         assert vault.get_derived(vault.record_id("zebra.md")) is None, "stale after a change"
     words = [b"zebrafish", b"Tuesday", b"ramen", b"release", b"room 12"]
@@ -64,7 +64,7 @@ def test_shredded_memory_takes_its_vectors_along(vault_path, embedder):
             sealed = bytes(txn.get(rid, db="derived"))
         vault.delete("zebra.md")
         assert vault.get_derived(rid) is None
-        assert all(h.path != "zebra.md" for h in service.search("zebrafish tank"))
+        assert all(h.path != "zebra.md" for h in service.search(Query("zebrafish tank")))
         service.stop()
     data = vault_path.read_bytes()
     for i in range(0, len(sealed) - 16, 7):
@@ -100,7 +100,22 @@ def test_vector_graph_is_built_in_the_background_and_kept_current(vault_path, em
         vault.delete("n0.md")
         assert service.wait_idle(120)
         assert service.index.vectors.uses_hnsw
-        hits = service.search("when do we clean the aquarium", k=3)
+        hits = service.search(Query("when do we clean the aquarium", k=3))
         assert hits[0].path == "fish.md"
-        assert "n0.md" not in {h.path for h in service.search("postgres vacuum", k=30)}
+        assert "n0.md" not in {h.path for h in service.search(Query("postgres vacuum", k=30))}
         service.stop()
+
+
+def test_one_shot_search_with_the_factory(vault_path):
+    """The CLI's path without a daemon: open_search, catch_up in the caller's thread."""
+    with Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None) as vault:
+        for name, text in NOTES.items():
+            vault.put(f"notes/{name}", text.encode())
+        vault.put("other/zebra.md", NOTES["zebra.md"].encode())
+        service = open_search(vault)
+        service.catch_up()
+        assert service.index.pending == {} and service.state() == "ready"
+        assert vault.get_derived(vault.record_id("notes/zebra.md")) is not None
+        found = service.search(Query("when is the fish tank cleaned", k=5, prefix="/notes/"))
+        assert found[0].path == "notes/zebra.md"
+        assert all(r.path.startswith("notes/") for r in found)

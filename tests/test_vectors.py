@@ -71,3 +71,22 @@ def test_graph_built_off_lock_replays_changes_made_meanwhile():
     for gone in (0, 50, 99, 1998):
         assert gone not in {i for i, _ in index.search(data[gone], 10)}
     assert recall_at_10(index, random_unit(100, dim, 5)) >= 0.95
+
+
+def test_a_planned_graph_build_is_installed_or_given_up():
+    """plan_graph is what a lock-holding owner calls; a failed build must not block the next."""
+    index = VectorIndex(8, hnsw_threshold=32)
+    v = random_unit(40, 8, 7)
+    index.add(list(range(31)), v[:31])
+    assert index.plan_graph() is None, "below the threshold"
+    index.add([31], v[31:32])
+    failed = index.plan_graph()
+    assert failed is not None and index.plan_graph() is None, "one build at a time"
+    failed.install()  # never built: given up
+    assert not index.uses_hnsw
+    job = index.plan_graph()
+    assert job is not None, "a new build can be planned"
+    index.add(list(range(32, 40)), v[32:40])  # lands during the build: replayed
+    job.build()
+    job.install()
+    assert index.uses_hnsw and index.search(v[39], k=1)[0][0] == 39

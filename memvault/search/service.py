@@ -13,40 +13,28 @@ from the decrypted bodies.
 
 from __future__ import annotations
 
-import json
 import logging
-import struct
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
-from . import paths
-from .errors import ModelMismatch
-from .index.hybrid import Hit, HybridIndex
-from .index.vectors import HNSW_THRESHOLD
-from .vault import Vault
-from .vault.records import FILE
+from .. import paths
+from ..errors import ModelMismatch
+from ..index.hybrid import Hit, HybridIndex
+from ..index.vectors import HNSW_THRESHOLD, GraphBuild
+from ..vault import Vault
+from ..vault.records import FILE
+from .query import Query
+from .result import Result, snippet
+from .stored import decode_vectors, encode_vectors
 
 log = logging.getLogger("memvault.search")
 
 EMBED_BATCH = 16
 INDEXED_SUFFIXES = (".md", ".markdown", ".txt")
 MAX_INDEXED_BYTES = 4 << 20
-
-
-@dataclass(frozen=True)
-class Result:
-    rank: int
-    score: float
-    path: str
-    heading: str
-    start_line: int
-    end_line: int
-    snippet: str
-    cosine: float | None
 
 
 def indexable(path: str, size: int) -> bool:
@@ -69,8 +57,9 @@ class SearchService:
         self._model = None  # the installed model, once loaded
         self._embedder = None  # the same, once accepted for this vault
         self._embedder_lock = threading.Lock()
+        self._dim = dim
         self._hnsw_threshold = hnsw_threshold or HNSW_THRESHOLD
-        self.index = HybridIndex(self._embed, dim, hnsw_threshold=self._hnsw_threshold)
+        self.index = HybridIndex(dim, hnsw_threshold=self._hnsw_threshold)
         self._body_gen: dict[bytes, int] = {}  # the body each record was indexed from
         self._in_flight = False  # a batch is being embedded or stored
         self._loading = False  # index_all is running: build no HNSW graph yet
@@ -87,7 +76,7 @@ class SearchService:
             self._model = self._make_embedder()
         return self._model
 
-    def _embed(self, texts: list[str]):
+    def _embed(self, texts: list[str]) -> np.ndarray:
         return self.ensure_model().embed(texts)
 
     def ensure_model(self):
@@ -142,26 +131,29 @@ class SearchService:
         """Start building the HNSW graph in its own thread once it is due (lock held).
 
         Building takes tens of seconds at 50,000 chunks; exact search answers
-        meanwhile, and the changes made during the build are replayed.
+        meanwhile, and the changes made during the build are replayed. Only a
+        started service (the daemon's) builds one: a one-shot search would
+        exit before it is done.
         """
-        vectors = self.index.vectors
-        if self._loading or self._stopping or not vectors.graph_due:
+        if self._loading or self._stopping or self._thread is None:
             return
-        ids, matrix = vectors.graph_snapshot()
+        job = self.index.plan_graph()
+        if job is None:
+            return
         self._building_graph = True
+        threading.Thread(
+            target=self._build_graph, args=(job,), name="vector-graph", daemon=True
+        ).start()
 
-        def build() -> None:
-            try:
-                graph = vectors.build_graph(ids, matrix)
-                with self._lock:
-                    vectors.install_graph(graph, ids)
-            except Exception as exc:
-                log.error("vector graph not built: %s", type(exc).__name__)
-            finally:
-                with self._lock:
-                    self._building_graph = False
-
-        threading.Thread(target=build, name="vector-graph", daemon=True).start()
+    def _build_graph(self, job: GraphBuild) -> None:
+        try:
+            job.build()
+        except Exception as exc:
+            log.error("vector graph not built: %s", type(exc).__name__)
+        finally:
+            with self._lock:
+                job.install()  # or gives the build up if it failed
+                self._building_graph = False
 
     def _on_change(self, kind: str, record_id: bytes, path: str, data: bytes | None) -> None:
         if kind == "move":
@@ -212,9 +204,7 @@ class SearchService:
                 self.vault.pin_model(embedder.model_sha256)
             self._embedder = embedder
         with self._work:
-            self.index = HybridIndex(
-                self._embed, self.index.vectors.dim, hnsw_threshold=self._hnsw_threshold
-            )
+            self.index = HybridIndex(self._dim, hnsw_threshold=self._hnsw_threshold)
             self._body_gen.clear()
         self.index_all()
         return embedder.model_sha256
@@ -230,6 +220,16 @@ class SearchService:
         if self._thread is not None:
             self._thread.join(timeout=30)
 
+    def catch_up(self) -> None:
+        """Index every memory and embed it in the caller's thread (a one-shot search)."""
+        self.index_all()
+        while True:
+            with self._lock:
+                batch = self.index.pending_batch(4 * EMBED_BATCH)
+            if not batch:
+                return
+            self._absorb(batch, self._embed(list(batch.values())))
+
     def _embed_loop(self) -> None:
         while True:
             with self._work:
@@ -237,10 +237,10 @@ class SearchService:
                     self._work.wait()
                 if self._stopping:
                     return
-                batch = dict(list(self.index.pending.items())[:EMBED_BATCH])
+                batch = self.index.pending_batch(EMBED_BATCH)
                 self._in_flight = True
             try:
-                vectors = self.index.embed_texts(list(batch.values()))
+                vectors = self._embed(list(batch.values()))
             except ModelMismatch:
                 with self._work:  # wait for `memvault reindex` (or more work) and retry
                     self._in_flight = False
@@ -251,13 +251,17 @@ class SearchService:
                 with self._lock:
                     self._in_flight = False
                 return
-            with self._lock:
-                self.index.add_vectors(batch, vectors)
-                self._maybe_build_graph()
-                done = self._completed(batch)
-            self._store_vectors(done)
+            self._absorb(batch, vectors)
             with self._lock:
                 self._in_flight = False
+
+    def _absorb(self, batch: dict[int, str], vectors: np.ndarray) -> None:
+        """Add a batch's vectors to the index and store them, sealed, in the vault."""
+        with self._lock:
+            self.index.add_vectors(batch, vectors)
+            self._maybe_build_graph()
+            done = self._completed(batch)
+        self._store_vectors(done)
 
     def _completed(self, batch: dict[int, str]) -> list[tuple[bytes, int, bytes]]:
         """Records of ``batch`` now fully embedded, encoded for storage (lock held)."""
@@ -303,18 +307,18 @@ class SearchService:
 
     # -- queries -------------------------------------------------------------------
 
-    def search(self, query: str, k: int = 10, prefix: str = "") -> list[Result]:
-        prefix = paths.normalize(prefix, allow_root=True) if prefix else ""
+    def search(self, query: Query) -> list[Result]:
+        """The answer to a checked query, best first; raises ModelMismatch, ModelMissing."""
+        prefix = query.prefix
 
         def within_prefix(record_id: bytes) -> bool:
             meta = self.vault.by_record_id(record_id)
             return meta is not None and paths.is_within(meta.path, prefix)
 
         allowed = within_prefix if prefix else None  # shredded records are skipped below
-
-        vector = self.index.embed_texts([query])[0]  # outside the lock: ~10 ms
+        vector = self._embed([query.text])[0]  # outside the lock: ~10 ms
         with self._lock:
-            hits: list[Hit] = self.index.search(query, k, allowed=allowed, query_vector=vector)
+            hits: list[Hit] = self.index.search(query.text, vector, query.k, allowed=allowed)
         results = []
         for rank, hit in enumerate(hits, start=1):
             meta = self.vault.by_record_id(hit.record_id)
@@ -328,46 +332,8 @@ class SearchService:
                     hit.chunk.heading,
                     hit.chunk.start_line,
                     hit.chunk.end_line,
-                    snippet(hit.chunk.text, query),
+                    snippet(hit.chunk.text, query.text),
                     hit.cosine,
                 )  # fmt: skip
             )
         return results
-
-
-def snippet(text: str, query: str, width: int = 240) -> str:
-    """The part of a chunk around the first query word it contains, on one line."""
-    flat = " ".join(text.split())
-    lower = flat.lower()
-    at = -1
-    for word in sorted(query.lower().split(), key=len, reverse=True):
-        at = lower.find(word)
-        if at >= 0:
-            break
-    start = max(0, at - width // 3) if at >= 0 else 0
-    piece = flat[start : start + width]
-    return ("…" if start else "") + piece + ("…" if start + width < len(flat) else "")
-
-
-_HEADER = struct.Struct(">I")
-
-
-def encode_vectors(model_sha256: str, chunks, matrix: np.ndarray) -> bytes:
-    """A record's chunk spans and float32 vectors (sealed by the vault)."""
-    header = json.dumps(
-        {"model": model_sha256, "chunks": [[c.start_line, c.end_line, len(c.text)] for c in chunks]}
-    ).encode()
-    return _HEADER.pack(len(header)) + header + np.ascontiguousarray(matrix, np.float32).tobytes()
-
-
-def decode_vectors(blob: bytes, pinned_model: str | None) -> np.ndarray | None:
-    """The stored vectors if they were made with the pinned model, else None."""
-    try:
-        (length,) = _HEADER.unpack_from(blob)
-        header = json.loads(blob[_HEADER.size : _HEADER.size + length])
-        if header["model"] != pinned_model:
-            return None
-        matrix = np.frombuffer(blob[_HEADER.size + length :], dtype=np.float32)
-        return matrix.reshape(len(header["chunks"]), -1) if header["chunks"] else None
-    except (ValueError, KeyError, struct.error):
-        return None
