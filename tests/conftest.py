@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,37 @@ import pytest
 
 from memvault.crypto import KdfParams
 from memvault.vault import Vault
+
+
+def fuse_unavailable() -> str | None:
+    """Why real mounts cannot run here, in one line (None: they can)."""
+    if not os.path.exists("/dev/fuse"):
+        return "FUSE is not available here: /dev/fuse is missing"
+    if shutil.which("fusermount3") is None:
+        return "FUSE is not available here: fusermount3 is missing (scripts/setup installs fuse3)"
+    return None
+
+
+def model_unavailable() -> str | None:
+    """Why the embedding model cannot be used here, in one line (None: it can)."""
+    from memvault.index.model import ModelMissing, package_dir
+
+    try:
+        package_dir()
+    except ModelMissing as exc:
+        return f"the embedding model is not installed ({exc})"
+    return None
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Mount tests and tests marked `model` say in one line what is missing, if anything."""
+    fuse, model = fuse_unavailable(), model_unavailable()
+    for item in items:
+        if fuse and "mount" in item.path.parent.name:
+            item.add_marker(pytest.mark.skip(reason=fuse))
+        if model and item.get_closest_marker("model"):
+            item.add_marker(pytest.mark.skip(reason=model))
+
 
 FAST_KDF = KdfParams(time_cost=1, memory_kib=8 * 1024, parallelism=1)
 PASSPHRASE = b"correct horse battery staple"

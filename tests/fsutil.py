@@ -13,7 +13,9 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from .conftest import KDF_ARGS, PASSPHRASE
+import pytest
+
+from .conftest import KDF_ARGS, PASSPHRASE, fuse_unavailable
 
 
 @dataclass
@@ -64,7 +66,10 @@ def make_env(base: Path) -> dict[str, str]:
 
 @contextmanager
 def mounted(base: Path, *, init: bool = True):
-    """An unlocked vault mounted at ``base/mnt``."""
+    """An unlocked vault mounted at ``base/mnt`` (a skip saying why, where FUSE is missing)."""
+    reason = fuse_unavailable()
+    if reason:
+        pytest.skip(reason)
     env = make_env(base)
     mount = Mount(base / "mnt", Path(env["MEMVAULT_VAULT"]), env)
     if init:

@@ -1,0 +1,157 @@
+"""The FUSE handlers called in-process: no kernel, no mount, a real vault.
+
+Each test drives pyfuse3 Operations the way the kernel would (by inode and
+name) and checks what the vault then holds: faster and more precise than a
+mount for the handlers' own logic; tests/mount/ covers the kernel side.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from types import SimpleNamespace
+
+import pyfuse3
+import pytest
+import trio
+
+from memvault.fs.inodes import ROOT
+from memvault.fs.operations import VaultOperations
+
+CTX = pyfuse3.RequestContext()  # the caller: this process's uid and gid
+
+
+@pytest.fixture
+def ops(vault):
+    return VaultOperations(vault)
+
+
+def run(fn, *args):
+    return trio.run(fn, *args)
+
+
+def create(ops, parent: int, name: bytes, data: bytes = b"") -> int:
+    """create + write + release, as `echo data > name` does; returns the inode."""
+
+    async def go():
+        info, attrs = await ops.create(parent, name, stat.S_IFREG | 0o600, os.O_WRONLY, CTX)
+        if data:
+            await ops.write(info.fh, 0, data)
+        await ops.release(info.fh)
+        return attrs.st_ino
+
+    return run(go)
+
+
+def read(ops, inode: int) -> bytes:
+    async def go():
+        info = await ops.open(inode, os.O_RDONLY, CTX)
+        try:
+            return await ops.read(info.fh, 0, 1 << 20)
+        finally:
+            await ops.release(info.fh)
+
+    return run(go)
+
+
+def errno_of(fn, *args) -> int:
+    with pytest.raises(pyfuse3.FUSEError) as caught:
+        run(fn, *args)
+    return caught.value.errno
+
+
+def test_create_write_lookup_read(ops, vault):
+    inode = create(ops, ROOT, b"a.md", b"hello")
+    assert vault.get("a.md") == b"hello"
+    attrs = run(ops.lookup, ROOT, b"a.md", CTX)
+    assert attrs.st_ino == inode and attrs.st_size == 5
+    assert read(ops, inode) == b"hello"
+    assert run(ops.lookup, ROOT, b"missing.md", CTX).st_ino == 0  # a negative entry
+
+
+def test_mkdir_nests_and_rmdir_refuses_a_full_directory(ops, vault):
+    d = run(ops.mkdir, ROOT, b"d", stat.S_IFDIR | 0o700, CTX).st_ino
+    create(ops, d, b"x.md", b"x")
+    assert vault.get("d/x.md") == b"x"
+    assert errno_of(ops.rmdir, ROOT, b"d", CTX) == errno.ENOTEMPTY
+    assert errno_of(ops.unlink, ROOT, b"d", CTX) == errno.EISDIR
+    assert errno_of(ops.rmdir, d, b"x.md", CTX) == errno.ENOTDIR
+    run(ops.unlink, d, b"x.md", CTX)
+    run(ops.rmdir, ROOT, b"d", CTX)
+    assert not vault.exists("d")
+
+
+def test_rename_keeps_the_inode_and_replaces_the_target(ops, vault):
+    a = create(ops, ROOT, b"a.md", b"A")
+    create(ops, ROOT, b"b.md", b"B")
+    run(ops.rename, ROOT, b"a.md", ROOT, b"b.md", 0, CTX)
+    assert vault.get("b.md") == b"A" and not vault.exists("a.md")
+    assert run(ops.lookup, ROOT, b"b.md", CTX).st_ino == a
+    create(ops, ROOT, b"c.md", b"C")
+    assert errno_of(ops.rename, ROOT, b"b.md", ROOT, b"c.md", pyfuse3.RENAME_NOREPLACE, CTX) == (
+        errno.EEXIST
+    )
+    run(ops.rename, ROOT, b"b.md", ROOT, b"c.md", pyfuse3.RENAME_EXCHANGE, CTX)
+    assert (vault.get("b.md"), vault.get("c.md")) == (b"C", b"A")
+
+
+def test_an_open_file_keeps_its_content_after_unlink(ops, vault):
+    inode = create(ops, ROOT, b"a.md", b"still here")
+
+    async def go():
+        info = await ops.open(inode, os.O_RDONLY, CTX)
+        await ops.unlink(ROOT, b"a.md", CTX)
+        try:
+            return await ops.read(info.fh, 0, 100)
+        finally:
+            await ops.release(info.fh)
+
+    assert run(go) == b"still here"
+    assert not vault.exists("a.md")
+
+
+def test_setattr_truncates_and_changes_mode(ops, vault):
+    inode = create(ops, ROOT, b"a.md", b"0123456789")
+    fields = SimpleNamespace(
+        update_size=True,
+        update_mode=True,
+        update_uid=False,
+        update_gid=False,
+        update_mtime=False,
+        update_atime=False,
+        update_ctime=False,
+    )  # what the kernel asks to change (pyfuse3's SetattrFields is read-only)
+    attr = pyfuse3.EntryAttributes()
+    attr.st_size = 4
+    attr.st_mode = stat.S_IFREG | 0o640
+    out = run(ops.setattr, inode, attr, fields, None, CTX)
+    assert out.st_size == 4 and stat.S_IMODE(out.st_mode) == 0o640
+    assert vault.get("a.md") == b"0123"
+
+
+def test_user_xattrs_only(ops, vault):
+    inode = create(ops, ROOT, b"a.md", b"x")
+    run(ops.setxattr, inode, b"user.topic", b"release", CTX)
+    assert run(ops.getxattr, inode, b"user.topic", CTX) == b"release"
+    assert run(ops.listxattr, inode, CTX) == [b"user.topic"]
+    assert errno_of(ops.setxattr, inode, b"trusted.x", b"1", CTX) == errno.ENOTSUP
+    run(ops.removexattr, inode, b"user.topic", CTX)
+    assert errno_of(ops.getxattr, inode, b"user.topic", CTX) == pyfuse3.ENOATTR
+
+
+def test_symlinks_hard_links_and_devices(ops, vault):
+    link = run(ops.symlink, ROOT, b"l", b"a.md", CTX).st_ino
+    assert run(ops.readlink, link, CTX) == b"a.md"
+    assert vault.readlink("l") == "a.md"
+    inode = create(ops, ROOT, b"a.md", b"x")
+    assert errno_of(ops.link, inode, ROOT, b"b.md", CTX) == errno.ENOTSUP
+    assert errno_of(ops.mknod, ROOT, b"fifo", stat.S_IFIFO | 0o600, 0, CTX) == errno.ENOTSUP
+
+
+def test_bad_names_and_stale_inodes(ops):
+    assert errno_of(ops.lookup, ROOT, b"a" * 256, CTX) in (errno.ENAMETOOLONG, errno.EINVAL)
+    assert errno_of(ops.getattr, 999_999, CTX) == errno.ENOENT
+    inode = create(ops, ROOT, b"gone.md", b"x")
+    run(ops.unlink, ROOT, b"gone.md", CTX)
+    assert errno_of(ops.getattr, inode, CTX) == errno.ENOENT

@@ -1,0 +1,92 @@
+"""Limits on a real mount: path length across renames, daemon memory for the
+largest file."""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import pytest
+
+from ..fsutil import mounted
+
+NAME = "n" * 250
+LEVELS = 16
+
+
+def _make_deep_tree(top: str) -> None:
+    """``top/NAME/.../leaf.md`` (4025 vault bytes) built with dir_fd: below PATH_MAX."""
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(LEVELS):
+        os.mkdir(NAME, dir_fd=fd)
+        child = os.open(NAME, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    leaf = os.open("leaf.md", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd)
+    os.write(leaf, b"deep memory\n")
+    os.close(leaf)
+    os.close(fd)
+
+
+def _read_deep_leaf(top: str) -> bytes:
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(LEVELS):
+        assert os.listdir(fd) == [NAME]
+        child = os.open(NAME, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    assert os.listdir(fd) == ["leaf.md"]
+    leaf = os.open("leaf.md", os.O_RDONLY, dir_fd=fd)
+    os.close(fd)
+    try:
+        return os.read(leaf, 100)
+    finally:
+        os.close(leaf)
+
+
+def test_rename_pushing_a_descendant_past_the_path_limit_is_enametoolong(tmp_path):
+    with mounted(tmp_path) as m:
+        top = m.root / "d"
+        top.mkdir()
+        _make_deep_tree(str(top))
+        with pytest.raises(OSError) as caught:
+            os.rename(top, m.root / ("e" * 100))  # the leaf would be 4124 bytes
+        assert caught.value.errno == errno.ENAMETOOLONG
+        assert os.listdir(m.root) == ["d"]
+        assert _read_deep_leaf(str(top)) == b"deep memory\n"
+        assert m.lock().returncode == 0
+        assert m.unlock().returncode == 0
+        assert os.listdir(m.root) == ["d"]
+        assert _read_deep_leaf(str(top)) == b"deep memory\n"
+
+
+def _memory_mib(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (peak RSS) of a process, in MiB."""
+    found = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                found[key] = int(value.split()[0]) // 1024
+    return found
+
+
+def test_daemon_peak_rss_writing_the_largest_file_stays_near_3x_its_size(tmp_path):
+    """Issue 9: one 256 MiB file took the daemon to 1.8 GB (seven copies on the way)."""
+    size_mib = 256  # the largest memory there is
+    chunk = os.urandom(1 << 20)
+    with mounted(tmp_path) as m:
+        pid = m.daemon_pid()
+        try:
+            with open(f"/proc/{pid}/clear_refs", "w") as f:
+                f.write("5")  # reset the peak to the current RSS
+        except PermissionError:
+            pytest.skip("resetting the daemon's peak RSS needs root (the daemon is not dumpable)")
+        before = _memory_mib(pid)["VmRSS"]
+        with open(m.root / "big.bin", "wb") as f:
+            for _ in range(size_mib):
+                f.write(chunk)
+        growth = _memory_mib(pid)["VmHWM"] - before
+        assert growth < 4 * size_mib, f"peak RSS grew by {growth} MiB for a {size_mib} MiB file"
+        with open(m.root / "big.bin", "rb") as f:
+            assert all(f.read(1 << 20) == chunk for _ in range(size_mib)) and f.read() == b""

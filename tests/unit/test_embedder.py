@@ -1,0 +1,49 @@
+"""The local embedding model: parity with sentence-transformers, determinism."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memvault.index.embedder import DIMENSIONS, Embedder
+from memvault.index.model import build, package_dir, read_safetensors
+
+pytestmark = pytest.mark.model  # the real embedding model
+
+REFERENCE = Path(__file__).parent.parent / "data" / "minilm_reference.json"
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return Embedder()
+
+
+def test_parity_with_sentence_transformers(embedder):
+    reference = json.loads(REFERENCE.read_text())
+    expected = np.array(reference["vectors"], dtype=np.float32)
+    got = embedder.embed(reference["texts"])
+    assert got.shape == expected.shape == (len(reference["texts"]), DIMENSIONS)
+    cosine = np.sum(got * expected, axis=1) / (
+        np.linalg.norm(got, axis=1) * np.linalg.norm(expected, axis=1)
+    )
+    worst = int(np.argmin(cosine))
+    assert cosine.min() >= 0.9999, (reference["texts"][worst][:60], float(cosine[worst]))
+    # Batching (padding to the longest text) does not change a text's vector.
+    alone = embedder.embed([reference["texts"][1]])[0]
+    assert float(alone @ got[1]) > 0.99999
+
+
+def test_vectors_are_normalised_and_meaningful(embedder):
+    v = embedder.embed(
+        ["how do we deploy the service", "deploys go through make release", "I like cats"]
+    )
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    assert v[0] @ v[1] > v[0] @ v[2] + 0.2
+
+
+def test_build_is_byte_identical():
+    weights = read_safetensors(package_dir() / "model.safetensors")
+    assert build(weights).SerializeToString() == build(weights).SerializeToString()

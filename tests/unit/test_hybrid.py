@@ -1,0 +1,78 @@
+"""Hybrid search with the real embedding model: paraphrases, exact tokens, nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from memvault.index.embedder import DIMENSIONS, Embedder
+from memvault.index.hybrid import HybridIndex
+
+pytestmark = pytest.mark.model  # the real embedding model
+
+NOTES = {
+    b"deploy": "# Deploy\nDeploys go through `make release`; never push tags by hand.",
+    b"db": "# Database\nWe use postgres 16. Migrations run with `alembic upgrade head`.",
+    b"ws": "# Websocket\nThe client fails with ERR_CONN_RESET when the proxy times out.",
+    b"food": "# Lunch\nThe team likes the ramen place near the office on Fridays.",
+    b"code": "# Utils\n`compute_checksum(data)` returns the sha256 hex digest of a file.",
+}
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return Embedder()
+
+
+@pytest.fixture(scope="module")
+def index(embedder):
+    idx = HybridIndex(DIMENSIONS)
+    for record_id, text in NOTES.items():
+        idx.put(record_id, text)
+    while batch := idx.pending_batch(32):
+        idx.add_vectors(batch, embedder.embed(list(batch.values())))
+    assert not idx.pending
+    return idx
+
+
+@pytest.fixture(scope="module")
+def ask(index, embedder):
+    """Search as the service does: the query embedded by the caller."""
+    return lambda query, **options: index.search(query, embedder.embed_one(query), **options)
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("how do we ship a new version to production", b"deploy"),  # paraphrase
+        ("which database and schema upgrade tool", b"db"),
+        ("where does the team eat", b"food"),
+        ("ERR_CONN_RESET", b"ws"),  # rare exact token
+        ("compute_checksum", b"code"),
+    ],
+)
+def test_finds_by_meaning_and_by_exact_token(ask, query, expected):
+    hits = ask(query, k=3)
+    assert hits and hits[0].record_id == expected, [(h.record_id, h.score) for h in hits]
+
+
+def test_nothing_relevant_returns_nothing(ask):
+    assert ask("quantum chromodynamics lattice gluon propagator") == []
+
+
+def test_words_are_found_before_embedding_and_removed_records_vanish(index, ask):
+    index.put(b"new", "# Fresh\nThe zebrafish experiment starts Monday.")
+    assert index.pending, "not embedded yet"
+    assert b"new" in [h.record_id for h in ask("zebrafish")]
+    assert b"new" in [h.record_id for h in index.search("zebrafish", None)], "words alone"
+    index.remove(b"new")
+    assert ask("zebrafish") == []
+    only_db = ask("postgres migrations", allowed=lambda rid: rid == b"db")
+    assert {h.record_id for h in only_db} == {b"db"}
+
+
+def test_a_query_vector_alone_finds_by_meaning(index, embedder):
+    """No shared word: only the vector the caller passed can find the memory."""
+    vector = embedder.embed_one("how do we ship a new version to production")
+    assert index.search("xyzzy", None) == []
+    hits = index.search("xyzzy", vector, k=1)
+    assert [h.record_id for h in hits] == [b"deploy"] and hits[0].lexical_rank is None

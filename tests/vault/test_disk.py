@@ -1,0 +1,116 @@
+"""A full disk and an interrupted shred: clear errors, nothing lost, nothing left."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from memvault import errors
+from memvault.vault import Vault
+
+from .. import rawvault
+from ..conftest import FAST_KDF, PASSPHRASE, assert_one_line_error, reopen, run_cli
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A real 700 KiB tmpfs (the tests run as root), always unmounted."""
+    mountpoint = tmp_path / "tiny"
+    mountpoint.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=700k", "tmpfs", str(mountpoint)],
+                   check=True)  # fmt: skip
+    try:
+        yield mountpoint
+    finally:
+        subprocess.run(["umount", "-l", str(mountpoint)], check=False)
+
+
+def test_full_disk_is_a_clear_error_and_loses_nothing(tiny_disk):
+    path = tiny_disk / "memory.vault"
+    stored = {}
+    with Vault.create(path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None) as vault:
+        with pytest.raises(errors.DiskFull):
+            for i in range(10_000):
+                data = os.urandom(3000)
+                vault.put(f"n/{i}.md", data)
+                stored[f"n/{i}.md"] = data
+        assert len(stored) > 20
+        for name, data in stored.items():
+            assert vault.get(name) == data
+    result = run_cli("put", "one-more.md", vault=path, input=os.urandom(50_000))
+    assert "disk holding" in assert_one_line_error(result)
+    with reopen(path) as again:
+        assert len(again) == len(stored)
+        assert again.get("n/0.md") == stored["n/0.md"]
+
+
+def test_compaction_owed_by_a_killed_session_happens_next_time(vault_path):
+    Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
+    script = textwrap.dedent(
+        """
+        import os, sys
+        from memvault.vault import Vault
+        v = Vault.open(sys.argv[1], sys.argv[2].encode(), compact_delay=None)
+        for i in range(20):
+            v.put(f"n/{i}.md", f"note {i} ".encode() * 50)
+        store = v._store
+        with store.read() as txn:
+            rid = v._tree.by_path["n/3.md"].record_id
+            value = bytes(txn.get(rid, db="records"))
+            wrapped = bytes(txn.get(rid, db="keys"))
+        v.delete("n/3.md")
+        sys.stdout.buffer.write(value.hex().encode() + b" " + wrapped.hex().encode() + b"\\n")
+        sys.stdout.flush()
+        os.kill(os.getpid(), 9)  # die before compacting
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(vault_path), PASSPHRASE.decode()],
+        capture_output=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == -signal.SIGKILL
+    value_hex, wrapped_hex = proc.stdout.decode().split()
+    value, wrapped = bytes.fromhex(value_hex), bytes.fromhex(wrapped_hex)
+    assert value[60:92] in vault_path.read_bytes(), "the shredded bytes are still there"
+    with reopen(vault_path, readonly=True) as ro:
+        assert not ro.exists("n/3.md")
+        assert ro.compaction_owed
+    locked = run_cli("lock", vault=vault_path)  # nothing is mounted, but a shred is unfinished
+    assert "still in its file" in assert_one_line_error(locked)
+    assert "pending shreds" in run_cli("status", vault=vault_path, passphrase=None).stdout.decode()
+    with reopen(vault_path) as again:  # the next writer finishes the shred as it opens
+        assert not again.pending_shreds and not again.compaction_owed
+        data = vault_path.read_bytes()
+    for i in range(len(value) - 16):
+        assert value[i : i + 16] not in data
+    for i in range(len(wrapped) - 16):
+        assert wrapped[i : i + 16] not in data
+    with rawvault.raw(vault_path) as (txn, dbs):
+        assert txn.get(b"compaction-owed", db=dbs["state"]) is None
+    assert run_cli("lock", vault=vault_path).returncode == 0
+
+
+def test_rm_works_on_a_full_disk_and_lock_says_the_shred_is_unfinished(tiny_disk):
+    path = tiny_disk / "memory.vault"
+    Vault.create(path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
+    vault = reopen(path, journal=True)  # as the mount daemon: changes go to the journal
+    names = []
+    with pytest.raises(errors.DiskFull):
+        for i in range(10_000):
+            vault.put(f"n/{i}.md", os.urandom(3000))
+            names.append(f"n/{i}.md")
+    with pytest.raises(errors.DiskFull):
+        vault.put("one-more.md", os.urandom(3000))
+    vault.delete(names[0])  # a shred frees space: it must work on a full disk
+    assert not vault.exists(names[0])
+    with pytest.raises((errors.CompactionPending, errors.DiskFull)):
+        vault.close()  # no room to move the journal into the file, or for a compacted copy
+    locked = run_cli("lock", vault=path)
+    assert "still in its file" in assert_one_line_error(locked)
+    with reopen(path, readonly=True) as ro:
+        assert not ro.exists(names[0]) and ro.exists(names[1])

@@ -1,0 +1,214 @@
+"""The journal: closed changes survive a killed writer without an fsync each."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import uuid
+
+import pytest
+
+from memvault import errors
+from memvault.vault import Vault
+from memvault.vault import journal as journal_module
+from memvault.vault.journal import HEADER_SIZE, journal_path
+
+from .. import rawvault
+from ..conftest import (
+    FAST_KDF,
+    PASSPHRASE,
+    assert_nowhere,
+    assert_one_line_error,
+    reopen,
+    run_cli,
+)
+
+WRITER = textwrap.dedent(
+    """
+    import os, sys
+    from memvault.vault import Vault
+    v = Vault.open(sys.argv[1], sys.argv[2].encode(), compact_delay=None, journal=True)
+    for i in range(40):
+        v.put(f"j/{i}.md", f"journaled {sys.argv[3]} {i}".encode() * 20)
+    v.delete("j/0.md")
+    v.rename("j/1.md", "j/renamed.md")
+    print("done", flush=True)
+    os.kill(os.getpid(), 9)  # before the journal is moved into LMDB
+    """
+)
+
+
+def killed_writer(vault_path, marker="m"):
+    Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
+    done = subprocess.run(
+        [sys.executable, "-c", WRITER, str(vault_path), PASSPHRASE.decode(), marker],
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == -signal.SIGKILL and done.stdout == b"done\n"
+    assert journal_path(vault_path).stat().st_size > 0
+
+
+def expected(i, marker="m"):
+    return f"journaled {marker} {i}".encode() * 20
+
+
+def test_killed_writer_loses_nothing_and_readers_see_it(vault_path):
+    killed_writer(vault_path)
+    with reopen(vault_path, readonly=True) as ro:  # replayed in memory only
+        assert ro.get("j/39.md") == expected(39)
+        assert not ro.exists("j/0.md") and ro.get("j/renamed.md") == expected(1)
+    assert journal_path(vault_path).stat().st_size > 0
+    with reopen(vault_path) as again:  # replayed into LMDB, journal emptied
+        assert len(again) == 39
+        assert again.get("j/2.md") == expected(2)
+    assert not journal_path(vault_path).exists()
+    with reopen(vault_path) as again:
+        assert again.get("j/renamed.md") == expected(1)
+
+
+def test_journal_holds_no_plaintext(vault_path):
+    marker = "JOURNALMARKER0x5eed"
+    killed_writer(vault_path, marker)
+    assert_nowhere([marker.encode(), b"renamed.md", b"j/39.md"], vault_path.parent)
+
+
+def entry_ends(data: bytes) -> list[int]:
+    """Where each journal entry ends (the header comes first)."""
+    ends, at = [], HEADER_SIZE
+    while at < len(data):
+        length = int.from_bytes(data[at : at + 4], "big")
+        at += 12 + length + 32
+        ends.append(at)
+    return ends
+
+
+def test_journal_cut_at_an_entry_boundary_is_refused(vault_path):
+    killed_writer(vault_path)
+    journal = journal_path(vault_path)
+    data = journal.read_bytes()
+    ends = entry_ends(data)
+    journal.write_bytes(data[: ends[-2]])  # the last change (the rename) cut off
+    with pytest.raises(errors.JournalDamaged, match="shortened"):
+        reopen(vault_path, readonly=True)
+    line = assert_one_line_error(run_cli("get", "j/5.md", vault=vault_path))
+    assert "--accept-journal-loss" in line
+    with reopen(vault_path, readonly=True, accept_journal_loss=True) as ro:
+        assert ro.get("j/1.md") == expected(1) and not ro.exists("j/renamed.md")
+    got = run_cli("get", "j/5.md", "--accept-journal-loss", vault=vault_path)
+    assert got.returncode == 0 and got.stdout == expected(5)
+
+
+def test_journal_with_a_flipped_last_entry_is_refused(vault_path):
+    killed_writer(vault_path)
+    journal = journal_path(vault_path)
+    data = bytearray(journal.read_bytes())
+    data[entry_ends(bytes(data))[-2] + 20] ^= 1
+    journal.write_bytes(bytes(data))
+    with pytest.raises(errors.JournalDamaged, match="last entry"):
+        reopen(vault_path)
+
+
+def test_deleted_journal_is_refused(vault_path):
+    killed_writer(vault_path)
+    journal_path(vault_path).unlink()
+    with pytest.raises(errors.JournalDamaged, match="missing"):
+        reopen(vault_path)
+    with reopen(vault_path, accept_journal_loss=True) as again:  # knowingly, without it
+        assert not again.exists("j/0.md")
+    with reopen(vault_path) as again:  # and from then on it is a clean vault
+        assert len(again) == 0
+
+
+def test_forged_entry_in_the_middle_is_refused(vault_path):
+    killed_writer(vault_path)
+    journal = journal_path(vault_path)
+    forged = bytearray(journal.read_bytes())
+    forged[HEADER_SIZE + 40] ^= 1  # inside the first entry
+    journal.write_bytes(bytes(forged))
+    with pytest.raises(errors.VaultTampered):
+        reopen(vault_path)
+
+
+def test_torn_tail_after_a_restart_is_dropped(vault_path, tmp_path, monkeypatch):
+    killed_writer(vault_path)
+    journal = journal_path(vault_path)
+    data = journal.read_bytes()
+    journal.write_bytes(data[:-7])  # a power cut in the middle of the last entry
+    with pytest.raises(errors.JournalDamaged):  # same boot: that is no power cut
+        reopen(vault_path, readonly=True)
+    other_boot = tmp_path / "boot_id"
+    other_boot.write_text(str(uuid.uuid4()))
+    monkeypatch.setattr(journal_module, "BOOT_ID_PATH", str(other_boot))
+    with reopen(vault_path) as again:
+        assert again.get("j/38.md") == expected(38)
+        assert again.exists("j/1.md") and not again.exists("j/renamed.md")
+
+
+def test_journal_position_is_sealed_not_clear(vault_path):
+    killed_writer(vault_path)
+    with reopen(vault_path):
+        pass
+    with rawvault.raw(vault_path) as (txn, dbs):
+        clear = {bytes(k) for k, _ in txn.cursor(dbs["state"])}
+    assert clear <= {b"accumulator", b"snapshot", b"settled", b"root", b"embedding-model"}
+    rawvault.flip_in_file(vault_path, _state_value(vault_path), 30)
+    with pytest.raises(errors.VaultCorrupted, match="state"):
+        reopen(vault_path)
+
+
+def _state_value(vault_path) -> bytes:
+    with rawvault.raw(vault_path) as (txn, dbs):
+        return bytes(txn.get(b"accumulator", db=dbs["state"]))
+
+
+def test_journaled_vault_flushes_and_shreds(vault_path):
+    with Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None):
+        pass
+    with reopen(vault_path, journal=True) as v:
+        v.put("a.md", b"A" * 500)
+        v._store.flush()
+        rid = v.record_id("a.md")
+        with v._store.read() as txn:
+            value = bytes(txn.get(rid, db="records"))
+        v.put("b.md", b"B" * 500)
+        assert journal_path(vault_path).stat().st_size > 0
+        v.delete("a.md")
+    assert not journal_path(vault_path).exists()
+    data = vault_path.read_bytes()
+    for i in range(len(value) - 16):
+        assert value[i : i + 16] not in data
+    with reopen(vault_path) as again:
+        assert again.get("b.md") == b"B" * 500 and not again.exists("a.md")
+
+
+def test_a_refused_unlock_keeps_the_journal(vault_path):
+    """A writable open refused after replaying (a damaged record) must not delete the
+    journal while the sealed state still says a session is open."""
+    killed_writer(vault_path)
+    with reopen(vault_path, readonly=True) as ro:
+        rid = ro.record_id("j/7.md")
+    with reopen(vault_path) as v:
+        value = rawvault.record_for(vault_path, v, "j/7.md")[1]
+        v.put("j/8.md", b"after the replay")  # a session that changed something...
+    killed_writer_again = textwrap.dedent(
+        """
+        import os, sys
+        from memvault.vault import Vault
+        v = Vault.open(sys.argv[1], sys.argv[2].encode(), compact_delay=None, journal=True)
+        v.put("late.md", b"journaled late")
+        os.kill(os.getpid(), 9)
+        """
+    )
+    subprocess.run(
+        [sys.executable, "-c", killed_writer_again, str(vault_path), PASSPHRASE.decode()]
+    )
+    meta, _ = rawvault.split(value)
+    rawvault.flip_in_file(vault_path, meta[30:62], 3)
+    with pytest.raises(errors.VaultDamaged):
+        reopen(vault_path, journal=True)
+    assert journal_path(vault_path).exists()
+    with reopen(vault_path, readonly=True) as ro:  # no false "journal is missing"
+        assert ro.get("late.md") == b"journaled late" and rid in ro.damaged

@@ -1,0 +1,123 @@
+"""The search index of a vault: vectors stored sealed per record, no plaintext anywhere."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memvault.index.embedder import DIMENSIONS, Embedder
+from memvault.index.model import cache_dir
+from memvault.search import Query, SearchService, open_search
+from memvault.vault import Vault
+
+from ..conftest import FAST_KDF, PASSPHRASE, assert_nowhere, reopen
+
+pytestmark = pytest.mark.model  # the real embedding model
+
+NOTES = {
+    "deploy.md": "# Deploy\nDeploys go through make release; never push tags by hand.",
+    "zebra.md": "# Zebrafish\nThe zebrafish tank is cleaned every Tuesday by the lab.",
+    "lunch.md": "# Lunch\nThe team likes the ramen place near the office.",
+}
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    model = Embedder()
+    return lambda: model
+
+
+def indexed(vault, embedder) -> SearchService:
+    service = SearchService(vault, embedder, DIMENSIONS)
+    service.start()
+    service.index_all()
+    assert service.wait_idle(120)
+    return service
+
+
+def test_vectors_are_stored_sealed_and_reused(vault_path, embedder):
+    with Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None) as vault:
+        for name, text in NOTES.items():
+            vault.put(name, text.encode())
+        service = indexed(vault, embedder)
+        for name in NOTES:
+            assert vault.get_derived(vault.record_id(name)) is not None
+        assert service.search(Query("when is the fish tank cleaned"))[0].path == "zebra.md"
+        service.stop()
+    with reopen(vault_path) as vault:
+        service = SearchService(vault, embedder, DIMENSIONS)
+        service.index_all()
+        assert service.index.pending == {}, "stored vectors are reused, nothing re-embedded"
+        assert service.search(Query("when is the fish tank cleaned"))[0].path == "zebra.md"
+        vault.put("zebra.md", b"# Zebrafish\nThe tank moved to room 12.\n")
+        assert vault.get_derived(vault.record_id("zebra.md")) is None, "stale after a change"
+    words = [b"zebrafish", b"Tuesday", b"ramen", b"release", b"room 12"]
+    assert_nowhere(words, vault_path.parent)
+    assert {p.suffix for p in cache_dir().iterdir()} <= {".onnx"}, "the cache holds the model only"
+
+
+def test_shredded_memory_takes_its_vectors_along(vault_path, embedder):
+    with Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None) as vault:
+        for name, text in NOTES.items():
+            vault.put(name, text.encode())
+        service = indexed(vault, embedder)
+        rid = vault.record_id("zebra.md")
+        with vault._store.read() as txn:
+            sealed = bytes(txn.get(rid, db="derived"))
+        vault.delete("zebra.md")
+        assert vault.get_derived(rid) is None
+        assert all(h.path != "zebra.md" for h in service.search(Query("zebrafish tank")))
+        service.stop()
+    data = vault_path.read_bytes()
+    for i in range(0, len(sealed) - 16, 7):
+        assert sealed[i : i + 16] not in data
+
+
+def test_reindex_drops_and_rebuilds(vault_path, embedder):
+    with Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None) as vault:
+        vault.put("deploy.md", NOTES["deploy.md"].encode())
+        service = indexed(vault, embedder)
+        before = vault.get_derived(vault.record_id("deploy.md"))
+        service.reindex()
+        assert service.wait_idle(60)
+        after = vault.get_derived(vault.record_id("deploy.md"))
+        assert before is not None and after is not None
+        vectors = np.frombuffer(after[-DIMENSIONS * 4 :], np.float32)
+        assert abs(float(np.linalg.norm(vectors)) - 1.0) < 1e-4
+        service.stop()
+
+
+def test_vector_graph_is_built_in_the_background_and_kept_current(vault_path, embedder):
+    """Above the threshold an HNSW graph takes over once built; writes keep it current."""
+    topics = ["postgres vacuum", "kubernetes ingress", "rust borrow checker", "git rebase"]
+    with Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None) as vault:
+        for i in range(24):
+            vault.put(f"n{i}.md", f"# Note {i}\nAbout {topics[i % 4]}, case {i}.\n".encode())
+        service = SearchService(vault, embedder, DIMENSIONS, hnsw_threshold=16)
+        service.start()
+        service.index_all()
+        assert service.wait_idle(120)
+        assert service.index.vectors.uses_hnsw
+        vault.put("fish.md", b"# Zebrafish\nThe zebrafish tank is cleaned every Tuesday.\n")
+        vault.delete("n0.md")
+        assert service.wait_idle(120)
+        assert service.index.vectors.uses_hnsw
+        hits = service.search(Query("when do we clean the aquarium", k=3))
+        assert hits[0].path == "fish.md"
+        assert "n0.md" not in {h.path for h in service.search(Query("postgres vacuum", k=30))}
+        service.stop()
+
+
+def test_one_shot_search_with_the_factory(vault_path):
+    """The CLI's path without a daemon: open_search, catch_up in the caller's thread."""
+    with Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None) as vault:
+        for name, text in NOTES.items():
+            vault.put(f"notes/{name}", text.encode())
+        vault.put("other/zebra.md", NOTES["zebra.md"].encode())
+        service = open_search(vault)
+        service.catch_up()
+        assert service.index.pending == {} and service.state() == "ready"
+        assert vault.get_derived(vault.record_id("notes/zebra.md")) is not None
+        found = service.search(Query("when is the fish tank cleaned", k=5, prefix="/notes/"))
+        assert found[0].path == "notes/zebra.md"
+        assert all(r.path.startswith("notes/") for r in found)
