@@ -84,9 +84,7 @@ def small_file_phases(root: Path, count: int) -> dict[str, float]:
     )
     results["read all"] = timed(read_all)
     results["grep -rl"] = timed(
-        lambda: subprocess.run(
-            ["grep", "-rl", "ticket 4242", str(root)], stdout=subprocess.DEVNULL
-        )  # fmt: skip
+        lambda: subprocess.run(["grep", "-rl", "ticket 4242", str(root)], stdout=subprocess.DEVNULL)
     )
     results["append to 500"] = timed(append)
     results["atomic-save 200"] = timed(atomic_save)
@@ -162,10 +160,16 @@ def gocryptfs_mount(work: Path):
     cipher.mkdir()
     mnt.mkdir()
     passfile.write_text(PASSPHRASE)
-    subprocess.run(["gocryptfs", "-init", "-q", "-passfile", str(passfile), str(cipher)],
-                   check=True, capture_output=True)  # fmt: skip
-    subprocess.run(["gocryptfs", "-q", "-passfile", str(passfile), str(cipher), str(mnt)],
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        ["gocryptfs", "-init", "-q", "-passfile", str(passfile), str(cipher)],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        ["gocryptfs", "-q", "-passfile", str(passfile), str(cipher), str(mnt)],
+        check=True,
+        capture_output=True,
+    )
     try:
         yield mnt
     finally:
@@ -175,8 +179,11 @@ def gocryptfs_mount(work: Path):
 def have_gocryptfs() -> bool:
     if shutil.which("gocryptfs"):
         return True
-    done = subprocess.run(["apt-get", "install", "-y", "-qq", "gocryptfs"], capture_output=True,
-                          env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})  # fmt: skip
+    done = subprocess.run(
+        ["apt-get", "install", "-y", "-qq", "gocryptfs"],
+        capture_output=True,
+        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+    )
     return done.returncode == 0 and shutil.which("gocryptfs") is not None
 
 

@@ -89,8 +89,9 @@ int main(int argc, char **argv) {
 def compile_c(work: Path) -> list[str]:
     source = work / "floor_ll.c"
     source.write_text(C_SOURCE)
-    flags = subprocess.run(["pkg-config", "fuse3", "--cflags", "--libs"], check=True,
-                           capture_output=True, text=True).stdout.split()  # fmt: skip
+    flags = subprocess.run(
+        ["pkg-config", "fuse3", "--cflags", "--libs"], check=True, capture_output=True, text=True
+    ).stdout.split()
     binary = work / "floor_ll"
     subprocess.run(["gcc", "-O2", str(source), *flags, "-o", str(binary)], check=True)
     return [str(binary), "-f"]
@@ -205,8 +206,10 @@ def main() -> None:
         ):
             median, truncated = run(command)
             trunc = {True: "truncates", False: "does NOT truncate", None: "not tried (read-only)"}
-            print(f"- {label}: cached open+read+close median {median:.1f} µs; "
-                  f"open(O_TRUNC) {trunc[truncated]}")  # fmt: skip
+            print(
+                f"- {label}: cached open+read+close median {median:.1f} µs; "
+                f"open(O_TRUNC) {trunc[truncated]}"
+            )
 
 
 if __name__ == "__main__":

@@ -32,8 +32,14 @@ FAST_KDF = ["--kdf-time", "1", "--kdf-memory", "8", "--kdf-parallelism", "1"]
 
 def session_lines(rng: random.Random, session_id: str, target: int):
     """Claude Code records (prompts, answers, tool calls and results) up to ``target`` bytes."""
-    base = {"sessionId": session_id, "cwd": "/home/dev/projects/api", "gitBranch": "main",
-            "version": "2.1.39", "userType": "external", "isSidechain": False}  # fmt: skip
+    base = {
+        "sessionId": session_id,
+        "cwd": "/home/dev/projects/api",
+        "gitBranch": "main",
+        "version": "2.1.39",
+        "userType": "external",
+        "isSidechain": False,
+    }
     size, turn, parent = 0, 0, None
     while size < target:
         turn += 1
@@ -42,8 +48,11 @@ def session_lines(rng: random.Random, session_id: str, target: int):
         def record(kind: str, stamp: str = stamp, **fields) -> str:
             nonlocal parent
             uid = str(uuid.UUID(int=rng.getrandbits(128)))
-            line = json.dumps(base | {"type": kind, "uuid": uid, "parentUuid": parent,
-                                      "timestamp": stamp} | fields)  # fmt: skip
+            line = json.dumps(
+                base
+                | {"type": kind, "uuid": uid, "parentUuid": parent, "timestamp": stamp}
+                | fields
+            )
             parent = uid
             return line + "\n"
 
@@ -51,20 +60,51 @@ def session_lines(rng: random.Random, session_id: str, target: int):
         out = [record("user", message={"role": "user", "content": prompt})]
         message_id = f"msg_{turn:06d}"
         answer = note(rng, rng.randint(200, 1200)).decode()
-        out.append(record("assistant", message={"id": message_id, "role": "assistant",
-                   "content": [{"type": "text", "text": answer}]}))  # fmt: skip
+        out.append(
+            record(
+                "assistant",
+                message={
+                    "id": message_id,
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": answer}],
+                },
+            )
+        )
         for call in range(rng.randint(1, 4)):
             tool_id = f"toolu_{turn:06d}_{call}"
             if rng.random() < 0.5:
                 tool = {"name": "Bash", "input": {"command": f"pytest -k case_{turn}_{call}"}}
             else:
-                tool = {"name": "Edit", "input": {"file_path": f"/home/dev/projects/api/m{call}.py",
-                        "old_string": "a", "new_string": "b"}}  # fmt: skip
-            out.append(record("assistant", message={"id": message_id, "role": "assistant",
-                       "content": [{"type": "tool_use", "id": tool_id, **tool}]}))  # fmt: skip
+                tool = {
+                    "name": "Edit",
+                    "input": {
+                        "file_path": f"/home/dev/projects/api/m{call}.py",
+                        "old_string": "a",
+                        "new_string": "b",
+                    },
+                }
+            out.append(
+                record(
+                    "assistant",
+                    message={
+                        "id": message_id,
+                        "role": "assistant",
+                        "content": [{"type": "tool_use", "id": tool_id, **tool}],
+                    },
+                )
+            )
             output = note(rng, rng.randint(500, 12000)).decode()
-            out.append(record("user", message={"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": tool_id, "content": output}]}))  # fmt: skip
+            out.append(
+                record(
+                    "user",
+                    message={
+                        "role": "user",
+                        "content": [
+                            {"type": "tool_result", "tool_use_id": tool_id, "content": output}
+                        ],
+                    },
+                )
+            )
             out.append(record("progress", data={"type": "bash_progress", "output": output[:300]}))
         for line in out:
             size += len(line)
@@ -100,8 +140,11 @@ def run_ingest(history: Path, work: Path) -> tuple[float, float, str]:
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-c", wrapper, *cli, "ingest", "claude", "--source", str(history)],
-        env=env, capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     took = time.perf_counter() - started
     peak = int(done.stderr.strip().splitlines()[-1])
     out = done.stdout
@@ -119,8 +162,10 @@ def main() -> None:
             size, records = write_history(work / "claude", args.mb, sessions)
             took, peak_mb, out = run_ingest(work / "claude", work)
             messages = int(out.splitlines()[1].split()[0])
-            print(f"\n## {size / 1e6:.1f} MB Claude Code history in {sessions} session file(s) "
-                  f"({records:,} records)")  # fmt: skip
+            print(
+                f"\n## {size / 1e6:.1f} MB Claude Code history in {sessions} session file(s) "
+                f"({records:,} records)"
+            )
             print(
                 f"- ingest: {took:.2f} s = {size / 1e6 / took:.1f} MB/s, "
                 f"{messages / took:,.0f} messages/s ({messages:,} messages)"

@@ -77,11 +77,15 @@ def bench(n: int, work: Path, threads: int, existing: Path | None = None) -> Non
         took = time.perf_counter() - started
         chunks = len(service.index)
         if existing is None:
-            print(f"- first indexing: {chunks:,} chunks in {took:.0f} s "
-                  f"({chunks / took:.1f} chunks/s, {threads} onnxruntime threads)")  # fmt: skip
+            print(
+                f"- first indexing: {chunks:,} chunks in {took:.0f} s "
+                f"({chunks / took:.1f} chunks/s, {threads} onnxruntime threads)"
+            )
         else:
-            print(f"- index of {chunks:,} chunks loaded from the vault (stored vectors, "
-                  f"BM25 rebuilt, vector graph built) in {took:.1f} s")  # fmt: skip
+            print(
+                f"- index of {chunks:,} chunks loaded from the vault (stored vectors, "
+                f"BM25 rebuilt, vector graph built) in {took:.1f} s"
+            )
         print(f"- vector index: {'HNSW' if service.index.vectors.uses_hnsw else 'exact'}")
         qs = queries(200)
         hybrid = []
@@ -123,8 +127,11 @@ def bench(n: int, work: Path, threads: int, existing: Path | None = None) -> Non
 
 def mounted(vault_path: Path, work: Path, qs: list[str]) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_")}
-    env.update(MEMVAULT_VAULT=str(vault_path), MEMVAULT_PASSPHRASE=PASSPHRASE,
-               XDG_RUNTIME_DIR=str(work / "run"))  # fmt: skip
+    env.update(
+        MEMVAULT_VAULT=str(vault_path),
+        MEMVAULT_PASSPHRASE=PASSPHRASE,
+        XDG_RUNTIME_DIR=str(work / "run"),
+    )
     (work / "run").mkdir(exist_ok=True)
     mnt = work / f"mnt-{vault_path.parent.name}"
     cli = [sys.executable, "-m", "memvault"]
@@ -145,8 +152,10 @@ def mounted(vault_path: Path, work: Path, qs: list[str]) -> None:
         while '"search_index": "ready"' not in next(record.glob("*.json")).read_text():
             time.sleep(0.2)
         loaded = time.perf_counter() - started
-        print(f"- until the whole index is loaded (status: ready): {loaded:.1f} s; "
-              "the figures below are measured then")  # fmt: skip
+        print(
+            f"- until the whole index is loaded (status: ready): {loaded:.1f} s; "
+            "the figures below are measured then"
+        )
         cat = []
         for i, q in enumerate(qs[1:]):
             path = mnt / "search" / f"{q} {i}"
@@ -168,8 +177,9 @@ def mounted(vault_path: Path, work: Path, qs: list[str]) -> None:
         print(f"- store one memory through the mount until searchable: {ms(store)}")
         record = next((work / "run" / "memvault").glob("*.json")).read_text()
         pid = int(record.split('"pid": ')[1].split(",")[0])
-        rss = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines()
-                   if x.startswith("VmRSS"))  # fmt: skip
+        rss = next(
+            x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("VmRSS")
+        )
         print(f"- daemon memory: {rss.split(':')[1].strip()}")
     finally:
         subprocess.run([*cli, "lock", str(mnt)], env=env, capture_output=True)
@@ -179,8 +189,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000")
     parser.add_argument("--threads", type=int, default=2, help="for the first indexing")
-    parser.add_argument("--vault", type=Path, help="measure this already indexed vault instead "
-                        f"(passphrase {PASSPHRASE!r}, e.g. kept from an earlier run)")  # fmt: skip
+    parser.add_argument(
+        "--vault",
+        type=Path,
+        help="measure this already indexed vault instead "
+        f"(passphrase {PASSPHRASE!r}, e.g. kept from an earlier run)",
+    )
     args = parser.parse_args()
     print(f"# memvault search benchmark ({time.strftime('%Y-%m-%d')})")
     with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:

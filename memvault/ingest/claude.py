@@ -16,14 +16,27 @@ from .jsonl import records
 from .session import Session
 from .tools import describe
 
-_WRAPPERS = re.compile(r"^\s*<(command-name|command-message|command-args|local-command-stdout|"
-                       r"local-command-caveat|local-command-stderr)>", re.S)  # fmt: skip
+_WRAPPERS = re.compile(
+    r"^\s*<(command-name|command-message|command-args|local-command-stdout|"
+    r"local-command-caveat|local-command-stderr)>",
+    re.S,
+)
 _COMMAND_NAME = re.compile(r"<command-name>(.*?)</command-name>", re.S)
 _COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
-_BOOKKEEPING = {"file-history-snapshot", "progress", "queue-operation", "attachment", "pr-link",
-                "last-prompt", "permission-mode", "agent-setting", "bridge-session", "mode",
-                "worktree-state"}  # fmt: skip
+_BOOKKEEPING = {
+    "file-history-snapshot",
+    "progress",
+    "queue-operation",
+    "attachment",
+    "pr-link",
+    "last-prompt",
+    "permission-mode",
+    "agent-setting",
+    "bridge-session",
+    "mode",
+    "worktree-state",
+}
 
 
 def parse(path: Path) -> Session:

@@ -19,13 +19,28 @@ from .session import Session
 from .tools import describe, loads_maybe
 
 _ROLLOUT_ID = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
-_IGNORED_EVENTS = {"agent_message", "agent_reasoning", "agent_reasoning_raw_content",
-                   "token_count", "task_started", "task_complete", "turn_started",
-                   "turn_complete", "context_compacted", "exec_command_end", "web_search_end",
-                   "mcp_tool_call_end", "thread_settings_applied", "item_completed",
-                   "image_generation_end", "sub_agent_activity", "thread_goal_updated",
-                   "collab_agent_spawn_end", "entered_review_mode",
-                   "exited_review_mode"}  # fmt: skip
+_IGNORED_EVENTS = {
+    "agent_message",
+    "agent_reasoning",
+    "agent_reasoning_raw_content",
+    "token_count",
+    "task_started",
+    "task_complete",
+    "turn_started",
+    "turn_complete",
+    "context_compacted",
+    "exec_command_end",
+    "web_search_end",
+    "mcp_tool_call_end",
+    "thread_settings_applied",
+    "item_completed",
+    "image_generation_end",
+    "sub_agent_activity",
+    "thread_goal_updated",
+    "collab_agent_spawn_end",
+    "entered_review_mode",
+    "exited_review_mode",
+}
 _IGNORED_TYPES = {"turn_context", "world_state"}
 
 

@@ -18,8 +18,16 @@ INCOMPLETE = "incomplete last line"
 
 
 _CODEX_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
-_CLAUDE_TYPES = {"user", "assistant", "system", "summary", "file-history-snapshot",
-                 "queue-operation", "progress", "attachment"}  # fmt: skip
+_CLAUDE_TYPES = {
+    "user",
+    "assistant",
+    "system",
+    "summary",
+    "file-history-snapshot",
+    "queue-operation",
+    "progress",
+    "attachment",
+}
 
 
 def sniff(path: Path, probe_lines: int = 20) -> str | None:

@@ -34,8 +34,9 @@ _ASSIGNMENT = re.compile(
 )
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9_\-.=+/]{16,}")
 _URL_PASSWORD = re.compile(r"\b([a-z][a-z0-9+.\-]*://[^\s:/@]+):([^\s@/]{3,})@")
-_PLACEHOLDER = re.compile(r"^(?:\*+|x+|\$\{?[A-Za-z_]+\}?|<[^>]*>|\.\.\.|null|none|true|false)$",
-                          re.IGNORECASE)  # fmt: skip
+_PLACEHOLDER = re.compile(
+    r"^(?:\*+|x+|\$\{?[A-Za-z_]+\}?|<[^>]*>|\.\.\.|null|none|true|false)$", re.IGNORECASE
+)
 
 
 def redact(text: str) -> tuple[str, int]:

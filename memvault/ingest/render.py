@@ -14,8 +14,13 @@ from datetime import UTC, datetime
 from .session import AGENT_NAMES, MAX_LISTED, Session
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-ROLE_HEADINGS = {"user": "User", "assistant": "Assistant", "summary": "Compaction summary",
-                 "reasoning": "Reasoning (summary)", "event": "Event"}  # fmt: skip
+ROLE_HEADINGS = {
+    "user": "User",
+    "assistant": "Assistant",
+    "summary": "Compaction summary",
+    "reasoning": "Reasoning (summary)",
+    "event": "Event",
+}
 
 
 def slug(text: str, limit: int = 60) -> str:
@@ -64,10 +69,15 @@ def render(session: Session) -> str:
     agent = AGENT_NAMES.get(session.agent, session.agent)
     title = session.display_title or f"{agent} session {session.session_id[:8]}"
     out = [f"# {title}", ""]
-    facts = [("agent", agent), ("project", session.project), ("git branch", session.branch),
-             ("started", show_time(session.started) if session.started else ""),
-             ("ended", show_time(session.ended) if session.ended else ""),
-             ("session", session.session_id), ("subagent of", session.parent_id)]  # fmt: skip
+    facts = [
+        ("agent", agent),
+        ("project", session.project),
+        ("git branch", session.branch),
+        ("started", show_time(session.started) if session.started else ""),
+        ("ended", show_time(session.ended) if session.ended else ""),
+        ("session", session.session_id),
+        ("subagent of", session.parent_id),
+    ]
     out += [f"- {name}: {value}" for name, value in facts if value]
     out.append(
         f"- messages: {session.prompts} prompts, {session.answers} answers, "
@@ -75,10 +85,13 @@ def render(session: Session) -> str:
     )
     for heading, items in (
         ("Decisions", [f"- {d}" for d in session.decisions]),
-        ("Files touched", [f"- `{p}` (edited)" for p in session.files_edited]
-         + [f"- `{p}` (read)" for p in session.files_read if p not in session.files_edited]),
+        (
+            "Files touched",
+            [f"- `{p}` (edited)" for p in session.files_edited]
+            + [f"- `{p}` (read)" for p in session.files_read if p not in session.files_edited],
+        ),
         ("Commands run", [f"- `{' '.join(c.split())[:200]}`" for c in session.commands]),
-    ):  # fmt: skip
+    ):
         if items:
             more = len(items) - MAX_LISTED
             out += ["", f"## {heading}", "", *items[:MAX_LISTED]]

@@ -10,11 +10,28 @@ from pathlib import Path
 from .jsonl import sniff
 
 KINDS = ("claude", "codex", "cursor", "context")
-CONTEXT_NAMES = {"CLAUDE.md", "CLAUDE.local.md", "AGENTS.md", "AGENTS.override.md",
-                 ".cursorrules", "MEMORY.md"}  # fmt: skip
+CONTEXT_NAMES = {
+    "CLAUDE.md",
+    "CLAUDE.local.md",
+    "AGENTS.md",
+    "AGENTS.override.md",
+    ".cursorrules",
+    "MEMORY.md",
+}
 RULE_DIRS = {(".cursor", "rules"), (".claude", "rules")}
-PRUNED_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".cache", "dist",
-               "build", "target", ".tox", ".mypy_cache"}  # fmt: skip
+PRUNED_DIRS = {
+    ".git",
+    "node_modules",
+    ".venv",
+    "venv",
+    "__pycache__",
+    ".cache",
+    "dist",
+    "build",
+    "target",
+    ".tox",
+    ".mypy_cache",
+}
 MAX_CONTEXT_DEPTH = 8
 
 
@@ -40,9 +57,14 @@ def default_roots(kind: str) -> list[Path]:
         return [
             home / ".cursor" / "projects",
             home / ".config" / "Cursor" / "User" / "globalStorage" / "state.vscdb",
-            home / "Library" / "Application Support" / "Cursor" / "User" / "globalStorage"
+            home
+            / "Library"
+            / "Application Support"
+            / "Cursor"
+            / "User"
+            / "globalStorage"
             / "state.vscdb",
-        ]  # fmt: skip
+        ]
     return [home / ".claude" / "CLAUDE.md", codex_home / "AGENTS.md", Path.cwd()]
 
 
@@ -77,8 +99,11 @@ def _candidates(kind: str, root: Path, skipped: Counter) -> list[Source]:
             for p in sorted(root.rglob("*.jsonl"))
             if "agent-transcripts" in p.parts
         ]
-        found += [Source("cursor-db", p) for p in sorted(root.rglob("state.vscdb"))
-                  if p.parent.name == "globalStorage"]  # fmt: skip
+        found += [
+            Source("cursor-db", p)
+            for p in sorted(root.rglob("state.vscdb"))
+            if p.parent.name == "globalStorage"
+        ]
         skipped["legacy .txt transcript (not read)"] += sum(
             1 for p in root.rglob("*.txt") if p.parent.parent.name == "agent-transcripts"
         )

@@ -12,13 +12,42 @@ import re
 from .session import Session
 
 _PATCH_FILE = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$|^\*\*\* Move to: (.+)$", re.M)
-SHELL = {"bash", "shell", "run_terminal_cmd", "run_terminal_command_v2", "exec_command",
-         "shell_command", "local_shell", "awaitshell"}  # fmt: skip
-EDIT = {"write", "edit", "multiedit", "notebookedit", "edit_file", "edit_file_v2", "search_replace",
-        "strreplace", "delete", "delete_file", "editnotebook", "create_file"}  # fmt: skip
+SHELL = {
+    "bash",
+    "shell",
+    "run_terminal_cmd",
+    "run_terminal_command_v2",
+    "exec_command",
+    "shell_command",
+    "local_shell",
+    "awaitshell",
+}
+EDIT = {
+    "write",
+    "edit",
+    "multiedit",
+    "notebookedit",
+    "edit_file",
+    "edit_file_v2",
+    "search_replace",
+    "strreplace",
+    "delete",
+    "delete_file",
+    "editnotebook",
+    "create_file",
+}
 READ = {"read", "readfile", "read_file", "read_file_v2", "view_image"}
-PATH_KEYS = ("file_path", "notebook_path", "target_notebook", "target_file", "targetFile",
-             "relativeWorkspacePath", "relative_workspace_path", "path", "filePath")  # fmt: skip
+PATH_KEYS = (
+    "file_path",
+    "notebook_path",
+    "target_notebook",
+    "target_file",
+    "targetFile",
+    "relativeWorkspacePath",
+    "relative_workspace_path",
+    "path",
+    "filePath",
+)
 
 
 def patch_files(patch: str) -> list[str]:

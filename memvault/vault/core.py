@@ -521,10 +521,18 @@ class Vault:
                 raise AlreadyExists(norm)
             now = time.time_ns()
             meta = Meta(
-                norm, kind, mode, len(target.encode()), now, now, 1, 1,
-                os.getuid() if uid is None else uid, os.getgid() if gid is None else gid,
+                norm,
+                kind,
+                mode,
+                len(target.encode()),
+                now,
+                now,
+                1,
+                1,
+                os.getuid() if uid is None else uid,
+                os.getgid() if gid is None else gid,
                 target=target,
-            )  # fmt: skip
+            )
             write = self._writer.new_record(meta)
             self._writer.commit([write])
         if kind == FILE:

@@ -74,18 +74,41 @@ class Meta:
         target = self.target.encode()
         xattrs = json.dumps(self.xattrs, separators=(",", ":")).encode() if self.xattrs else b""
         fixed = _META.pack(
-            _META_VERSION, _TYPE_CODES[self.type], self.mode, self.size, self.mtime_ns,
-            self.ctime_ns, self.gen, self.body_gen, self.uid, self.gid,
-            len(path), len(target), len(xattrs),
-        )  # fmt: skip
+            _META_VERSION,
+            _TYPE_CODES[self.type],
+            self.mode,
+            self.size,
+            self.mtime_ns,
+            self.ctime_ns,
+            self.gen,
+            self.body_gen,
+            self.uid,
+            self.gid,
+            len(path),
+            len(target),
+            len(xattrs),
+        )
         return b"".join((fixed, path, target, xattrs))
 
     @classmethod
     def decode(cls, data: bytes | bytearray) -> Meta:
         """Parse metadata (a fixed struct, then path, link target, xattrs, then zero padding)."""
         try:
-            (version, type_code, mode, size, mtime, ctime, gen, body_gen, uid, gid,
-             path_len, target_len, xattrs_len) = _META.unpack_from(data)  # fmt: skip
+            (
+                version,
+                type_code,
+                mode,
+                size,
+                mtime,
+                ctime,
+                gen,
+                body_gen,
+                uid,
+                gid,
+                path_len,
+                target_len,
+                xattrs_len,
+            ) = _META.unpack_from(data)
             if version != _META_VERSION or type_code >= len(_TYPE_NAMES):
                 raise ValueError("unknown metadata version or type")
             at = _META.size
@@ -101,9 +124,19 @@ class Meta:
         except (ValueError, struct.error) as exc:
             raise RecordFormatError(f"bad record metadata: {exc}") from exc
         return cls(
-            path, _TYPE_NAMES[type_code], mode, size, mtime, ctime, gen, body_gen, uid, gid,
-            target, xattrs,
-        )  # fmt: skip
+            path,
+            _TYPE_NAMES[type_code],
+            mode,
+            size,
+            mtime,
+            ctime,
+            gen,
+            body_gen,
+            uid,
+            gid,
+            target,
+            xattrs,
+        )
 
 
 _META_VERSION = 1

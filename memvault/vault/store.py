@@ -190,9 +190,14 @@ class Store:
         copy = Path(name)
         size = sum(len(k) + len(v) for db in found.values() for k, v in db.items())
         env = lmdb.open(
-            str(copy), subdir=False, lock=False, max_dbs=MAX_DBS,
-            map_size=_round_up(4 * size + MIN_MAP_SIZE), meminit=True, mode=0o600,
-        )  # fmt: skip
+            str(copy),
+            subdir=False,
+            lock=False,
+            max_dbs=MAX_DBS,
+            map_size=_round_up(4 * size + MIN_MAP_SIZE),
+            meminit=True,
+            mode=0o600,
+        )
         try:
             with env.begin(write=True) as txn:
                 for name in DB_NAMES:
@@ -611,9 +616,14 @@ class Store:
         extra: dict[tuple[str, bytes], bytes],
     ) -> None:
         new_env = lmdb.open(
-            str(tmp), subdir=False, lock=False, max_dbs=MAX_DBS,
-            map_size=self._map_size, meminit=True, mode=0o600,
-        )  # fmt: skip
+            str(tmp),
+            subdir=False,
+            lock=False,
+            max_dbs=MAX_DBS,
+            map_size=self._map_size,
+            meminit=True,
+            mode=0o600,
+        )
         try:
             with self.env.begin(buffers=True) as src, new_env.begin(write=True) as dst:
                 for name in DB_NAMES:

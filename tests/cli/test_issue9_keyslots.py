@@ -37,8 +37,9 @@ def test_forged_keyslot_with_unreasonable_kdf_cost_is_refused_before_argon2(vaul
     assert "t=64" in status and "unlock will refuse it" in status, status
 
 
-@pytest.mark.parametrize("t,m,p", [(17, 8 * 1024, 1), (1, 4 * 1024 * 1024, 1), (1, 8192, 17),
-                                   (1, 8192, 0), (0, 8192, 1)])  # fmt: skip
+@pytest.mark.parametrize(
+    "t,m,p", [(17, 8 * 1024, 1), (1, 4 * 1024 * 1024, 1), (1, 8192, 17), (1, 8192, 0), (0, 8192, 1)]
+)
 def test_one_set_of_kdf_limits_for_init_and_unlock(vault_path, t, m, p):
     with pytest.raises(ValueError):
         KdfParams(t, m, p).validate()

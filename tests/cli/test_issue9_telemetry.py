@@ -17,11 +17,11 @@ EMBED = "from memvault.index.embedder import Embedder; print(Embedder().embed(['
 def test_embedding_creates_no_onnxruntime_telemetry_files(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("XDG_CACHE_HOME", "ORT_DISABLE_TELEMETRY")}  # fmt: skip
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("XDG_CACHE_HOME", "ORT_DISABLE_TELEMETRY")
+    }
     env["HOME"] = str(home)
-    done = subprocess.run([sys.executable, "-c", EMBED], env=env, capture_output=True,
-                          timeout=300)  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", EMBED], env=env, capture_output=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert b"(1, 384)" in done.stdout
     assert not (home / ".cache" / "Microsoft").exists()

@@ -37,7 +37,10 @@ def make_tree(root: Path, seed: int = 1) -> dict[str, bytes]:
 def assert_same_tree(a: Path, b: Path) -> None:
     cmp = filecmp.dircmp(a, b)
     assert not cmp.left_only and not cmp.right_only and not cmp.diff_files, (
-        cmp.left_only, cmp.right_only, cmp.diff_files)  # fmt: skip
+        cmp.left_only,
+        cmp.right_only,
+        cmp.diff_files,
+    )
     for sub in cmp.common_dirs:
         assert_same_tree(a / sub, b / sub)
     for name in cmp.common_files:
@@ -138,8 +141,13 @@ def test_rsync_in_and_out(mnt, tmp_path):
 def test_git_inside_the_mount(mnt):  # git comes with scripts/setup
     repo = mnt.root / "repo"
     repo.mkdir()
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}  # fmt: skip
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+    }
     run("git", "init", "-q", cwd=repo, env=env)
     (repo / "README.md").write_text("# memories\n")
     (repo / "notes").mkdir()

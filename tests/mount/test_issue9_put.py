@@ -27,8 +27,12 @@ def test_too_large_put_while_mounted_keeps_the_old_memory(tmp_path):
         (m.root / "notes" / "keep.md").write_bytes(KEEP)
         big = subprocess.run(
             f"head -c {300 << 20} /dev/zero | {sys.executable} -m memvault put notes/keep.md",
-            shell=True, env=m.env, capture_output=True, timeout=300, start_new_session=True,
-        )  # fmt: skip
+            shell=True,
+            env=m.env,
+            capture_output=True,
+            timeout=300,
+            start_new_session=True,
+        )
         line = assert_one_line_error(big)
         assert "at most" in line and "notes/keep.md" in line, line
         assert (m.root / "notes" / "keep.md").read_bytes() == KEEP
@@ -42,9 +46,12 @@ def test_put_interrupted_while_writing_through_the_mount_keeps_the_old_memory(tm
         (notes / "keep.md").write_bytes(KEEP)
         put = subprocess.Popen(
             [sys.executable, "-m", "memvault", "put", "notes/keep.md"],
-            env=m.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=m.env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             start_new_session=True,
-        )  # fmt: skip
+        )
 
         def feed() -> None:
             chunk = b"new content line\n" * 4096
@@ -76,8 +83,7 @@ def test_put_interrupted_while_writing_through_the_mount_keeps_the_old_memory(tm
 def test_put_on_a_full_disk_while_mounted_keeps_the_old_memory(tmp_path):
     vault_dir = tmp_path / "vault"  # where fsutil.mounted() puts the vault: a 3 MiB tmpfs
     vault_dir.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(vault_dir)],
-                   check=True)  # fmt: skip
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(vault_dir)], check=True)
     try:
         with mounted(tmp_path) as m:
             (m.root / "notes").mkdir()

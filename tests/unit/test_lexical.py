@@ -7,8 +7,19 @@ from memvault.index.lexical import BM25, tokenize
 
 def test_tokenizer_keeps_identifiers_and_their_parts():
     tokens = tokenize("ERR_CONN_RESET in computeChecksum() at HTTPServer v2")
-    for expected in ("err_conn_reset", "err", "conn", "reset", "computechecksum", "compute",
-                     "checksum", "httpserver", "http", "server", "v2"):  # fmt: skip
+    for expected in (
+        "err_conn_reset",
+        "err",
+        "conn",
+        "reset",
+        "computechecksum",
+        "compute",
+        "checksum",
+        "httpserver",
+        "http",
+        "server",
+        "v2",
+    ):
         assert expected in tokens
 
 
