@@ -24,7 +24,7 @@ _DECISION = re.compile(
 
 
 @dataclass
-class Entry:
+class Turn:
     """One turn of the conversation as it will be shown."""
 
     role: str  # "user", "assistant", "tool", "output", "reasoning", "summary", "event"
@@ -42,7 +42,7 @@ class Session:
     started: str = ""
     ended: str = ""
     parent_id: str = ""  # for subagents
-    entries: list[Entry] = field(default_factory=list)
+    entries: list[Turn] = field(default_factory=list)
     files_edited: dict[str, None] = field(default_factory=dict)  # ordered sets
     files_read: dict[str, None] = field(default_factory=dict)
     commands: dict[str, None] = field(default_factory=dict)
@@ -77,7 +77,7 @@ class Session:
         text = text.strip("\n")
         if not text.strip():
             return
-        self.entries.append(Entry(role, text, time))
+        self.entries.append(Turn(role, text, time))
         if role == "user":
             self.prompts += 1
         elif role == "assistant":
@@ -95,11 +95,11 @@ class Session:
 
     def tool(self, text: str, time: str = "") -> None:
         self.tool_calls += 1
-        self.entries.append(Entry("tool", text, time))
+        self.entries.append(Turn("tool", text, time))
 
     def output(self, text: str) -> None:
         if text.strip():
-            self.entries.append(Entry("output", trim(text)))
+            self.entries.append(Turn("output", trim(text)))
 
     def edited(self, path: str) -> None:
         if path:

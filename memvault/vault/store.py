@@ -275,7 +275,7 @@ class Store:
                 mode=0o600,
             )
         except lmdb.Error as exc:
-            raise _translate(exc, self.path) from exc
+            raise _from_lmdb_error(exc, self.path) from exc
         finally:
             if self._env_path != self.path:  # a salvage copy lives on as the open map only
                 self._env_path.unlink(missing_ok=True)
@@ -289,7 +289,7 @@ class Store:
             raise NotAVault(self.path) from exc
         except lmdb.Error as exc:
             self.env.close()
-            raise _translate(exc, self.path) from exc
+            raise _from_lmdb_error(exc, self.path) from exc
 
     def _make_reserve(self) -> None:
         """Set RESERVE_BYTES of disk aside (best effort: not on a disk already full)."""
@@ -344,7 +344,7 @@ class Store:
                 with self.env.begin(write=False, buffers=True) as txn:
                     yield ReadTxn(txn, self.dbs, self._overlay)
             except lmdb.Error as exc:
-                raise _translate(exc, self.path) from exc
+                raise _from_lmdb_error(exc, self.path) from exc
 
     def write(self, fn: Callable[[WriteTxn], T]) -> T:
         """Run ``fn`` in a write transaction and commit it.
@@ -385,7 +385,7 @@ class Store:
                 except lmdb.MapFullError:
                     self._grow()
                 except lmdb.Error as exc:
-                    raise _translate(exc, self.path) from exc
+                    raise _from_lmdb_error(exc, self.path) from exc
 
     # -- the journal ---------------------------------------------------------
 
@@ -519,7 +519,7 @@ class Store:
             with self._housekeeping:  # the environment is swapped only under this lock
                 self.env.sync(True)  # an fsync: readers go on meanwhile
         except lmdb.Error as exc:
-            raise _translate(exc, self.path) from exc
+            raise _from_lmdb_error(exc, self.path) from exc
 
     def settle(self) -> None:
         """Commit once more so both LMDB meta pages describe the same content.
@@ -602,7 +602,7 @@ class Store:
                 self._map_size *= 2  # the new file's map; the old one grows with it on reopen
             except lmdb.Error as exc:
                 tmp.unlink(missing_ok=True)
-                raise _translate(exc, self.path) from exc
+                raise _from_lmdb_error(exc, self.path) from exc
             except OSError as exc:
                 tmp.unlink(missing_ok=True)
                 if exc.errno == errno.ENOSPC:
@@ -652,7 +652,7 @@ def _round_up(n: int, unit: int = 1 << 20) -> int:
     return (n + unit - 1) // unit * unit
 
 
-def _translate(exc: lmdb.Error, path: Path) -> MemvaultError:
+def _from_lmdb_error(exc: lmdb.Error, path: Path) -> MemvaultError:
     text = str(exc)
     if isinstance(exc, lmdb.InvalidError) or "not an LMDB" in text:
         return NotAVault(path)
