@@ -537,11 +537,6 @@ class Store:
         self._map_size *= 2
         self.env.set_mapsize(self._map_size)
 
-    @staticmethod
-    def items(txn: ReadTxn, db: str) -> Iterator[tuple[bytes, memoryview]]:
-        """Every key and value of a database in key order, journaled changes included."""
-        return txn.items(db)
-
     # -- compaction --------------------------------------------------------
 
     def _compacting_path(self) -> Path:
