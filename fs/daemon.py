@@ -1,4 +1,4 @@
-"""Detaching the mount daemon from the terminal, and stopping it.
+"""Detaching the mount daemon from the terminal.
 
 `unlock` asks the passphrase in the foreground, then forks: the child opens
 the vault, mounts and serves; the parent waits on a pipe until the mount is
@@ -12,23 +12,17 @@ import contextlib
 import logging
 import os
 import sys
-import time
 from pathlib import Path
 
 from ..errors import MemvaultError
 from ..hardening import harden_process
 from ..vault import Vault
 from .mount import serve
-from .runtime import MountError, MountRecord, pid_alive
+from .runtime import MountError, MountRecord
 
 log = logging.getLogger("memvault")
 
-STOP_TIMEOUT_S = 600.0
 READY = b"ready"
-
-
-def log_path(vault: Path) -> Path:
-    return MountRecord.path_for(vault).with_suffix(".log")
 
 
 def start(
@@ -66,7 +60,9 @@ def _run_daemon(vault_path, mountpoint, passphrase, allow_other, report_fd, opti
     try:
         os.setsid()
         null = os.open(os.devnull, os.O_RDWR)
-        log_fd = os.open(log_path(vault_path), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        log_fd = os.open(
+            MountRecord.log_for(vault_path), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
+        )
         os.dup2(null, 0)
         os.dup2(null, 1)
         os.dup2(log_fd, 2)
@@ -87,7 +83,9 @@ def _run_daemon(vault_path, mountpoint, passphrase, allow_other, report_fd, opti
             reporter.send(str(exc).encode())
         except BaseException as exc:
             log.error("daemon failed: %s", type(exc).__name__)
-            hint = f"The mount failed ({type(exc).__name__}); see {log_path(vault_path)}."
+            hint = (
+                f"The mount failed ({type(exc).__name__}); see {MountRecord.log_for(vault_path)}."
+            )
             reporter.send(hint.encode())
     finally:
         reporter.send(b"")
@@ -110,13 +108,3 @@ class _Reporter:
                 os.write(self._fd, message)
             os.close(self._fd)
             self._fd = None
-
-
-def stop(pid: int, timeout: float = STOP_TIMEOUT_S) -> None:
-    """SIGTERM the daemon and wait until it has locked the vault and exited."""
-    os.kill(pid, 15)
-    deadline = time.monotonic() + timeout
-    while pid_alive(pid):
-        if time.monotonic() > deadline:
-            raise MountError(f"The daemon (pid {pid}) did not stop within {timeout:.0f} s.")
-        time.sleep(0.02)

@@ -1,4 +1,12 @@
-"""Serving a vault on a mountpoint with pyfuse3 + trio until it is locked."""
+"""Serving a vault on a mountpoint with pyfuse3 + trio until it is locked.
+
+The daemon's trio loop runs the FUSE request tasks, the control socket
+(`memvault status|compact|reindex|lock`, control_server.py) and the stop
+signals. Locking, however it is asked for (`memvault lock`, SIGTERM, SIGINT,
+SIGHUP, `fusermount -u`), goes the same way: the FUSE loop ends, the mount
+is detached, then the vault is closed (pending shreds compacted, keys
+wiped), and only then does a waiting `lock` get its answer.
+"""
 
 from __future__ import annotations
 
@@ -7,26 +15,25 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyfuse3
 import trio
 
-from ..errors import MemvaultError
 from ..search import SearchService, open_search
 from ..vault import Vault
+from .control_server import ControlServer
 from .operations import VaultOperations
 from .runtime import MountRecord
 
 log = logging.getLogger("memvault.fs")
 
 FS_NAME = "memvault"
-STATUS_INTERVAL_S = 2.0
 READER_TASKS = 8
 MAX_TASKS = 64
-
-
-# -- serving ------------------------------------------------------------------------
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def mount_options(allow_other: bool) -> set[str]:
@@ -42,84 +49,127 @@ def serve(
     mountpoint: Path,
     *,
     allow_other: bool = False,
-    on_ready=None,
+    on_ready: Callable[[], None] | None = None,
 ) -> None:
-    """Mount ``vault`` and serve it until SIGTERM/SIGINT/SIGHUP or `fusermount -u`.
+    """Mount ``vault`` and serve it until it is locked.
 
     Always unmounts and closes the vault (pending shreds compacted, keys
-    wiped) before returning.
+    wiped) before returning; an error closing it is raised.
     """
     # Two non-spinning threads: a query embeds in ~6 ms instead of ~9 ms.
     search = open_search(vault, threads=2)
     ops = VaultOperations(vault, search=search, mountpoint=str(mountpoint))
     record = MountRecord(str(vault.path), str(mountpoint), os.getpid(), time.time())
+    daemon = _Daemon(vault, search, record)
     pyfuse3.init(ops, str(mountpoint), mount_options(allow_other))
-    unmounted = False
     try:
-        record.memories = len(vault)
         record.save()
         search.start()
         threading.Thread(target=search.index_all, name="indexer", daemon=True).start()
-        if on_ready is not None:
-            on_ready()
-        trio.run(_main, vault, record, search)
-        pyfuse3.close(unmount=True)
-        unmounted = True
+        trio.run(daemon.run, on_ready)
     finally:
-        if not unmounted:
-            pyfuse3.close(unmount=True)
-        search.stop()
-        record.remove()
-        vault.close()
+        daemon.unmount()
+        daemon.close_vault()
+    if daemon.close_error is not None:
+        raise daemon.close_error
 
 
-async def _main(vault: Vault, record: MountRecord, search: SearchService) -> None:
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(_handle_signals, vault, search)
-        nursery.start_soon(_publish_status, vault, record, search)
-        # Idle reader tasks kept waiting on /dev/fuse: with fewer than two,
-        # pyfuse3 starts (and ends) a task for every request.
-        await pyfuse3.main(min_tasks=READER_TASKS, max_tasks=MAX_TASKS)
-        nursery.cancel_scope.cancel()
+class _Daemon:
+    """One mount's life: serving, answering control requests, locking once."""
 
+    def __init__(self, vault: Vault, search: SearchService, record: MountRecord) -> None:
+        self.vault = vault
+        self.search = search
+        self.record = record
+        self.control = ControlServer(
+            record.control_path,
+            {
+                "status": self._status,
+                "compact": self._compact,
+                "reindex": self._reindex,
+                "lock": self._lock,
+            },
+            MountRecord.log_for(vault.path),
+        )
+        self.close_error: Exception | None = None
+        self._mounted = True
+        self._closed = False
+        self._locked = trio.Event()
+        self._stopping = False
 
-async def _handle_signals(vault: Vault, search: SearchService) -> None:
-    """SIGTERM, SIGINT, SIGHUP: a clean lock. SIGUSR1: compact now (`memvault
-    compact`). SIGUSR2: re-embed with the installed model (`memvault reindex`)."""
-    stops = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-    with trio.open_signal_receiver(*stops, signal.SIGUSR1, signal.SIGUSR2) as signals:
-        async for signum in signals:
-            if signum == signal.SIGUSR1:
-                await trio.to_thread.run_sync(_compact_logged, vault)
-                continue
-            if signum == signal.SIGUSR2:
-                await trio.to_thread.run_sync(_reindex_logged, search)
-                continue
-            log.info("received %s: locking", signal.Signals(signum).name)
+    async def run(self, on_ready: Callable[[], None] | None) -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.control.serve)
+            signals = trio.CancelScope()
+            nursery.start_soon(self._stop_on_signals, signals)
+            if on_ready is not None:
+                on_ready()
+            try:
+                # Idle reader tasks kept waiting on /dev/fuse: with fewer than
+                # two, pyfuse3 starts (and ends) a task for every request.
+                await pyfuse3.main(min_tasks=READER_TASKS, max_tasks=MAX_TASKS)
+                self.control.refuse("The vault is being locked.")
+                self.unmount()
+                await trio.to_thread.run_sync(self.close_vault)
+            finally:
+                self._locked.set()
+                self.control.stop()
+                signals.cancel()
+
+    def _terminate(self, why: str) -> None:
+        if not self._stopping:
+            self._stopping = True
+            log.info("%s: locking", why)
             pyfuse3.terminate()
+
+    async def _stop_on_signals(self, scope: trio.CancelScope) -> None:
+        with scope, trio.open_signal_receiver(*STOP_SIGNALS) as received:
+            async for signum in received:
+                self._terminate(f"received {signal.Signals(signum).name}")
+
+    def unmount(self) -> None:
+        if self._mounted:
+            self._mounted = False
+            pyfuse3.close(unmount=True)
+
+    def close_vault(self) -> None:
+        """Stop indexing, forget the runtime record, close the vault (once)."""
+        if self._closed:
             return
+        self._closed = True
+        try:
+            self.search.stop()
+            self.record.remove()
+            self.vault.close()
+        except Exception as exc:
+            self.close_error = exc
+            log.error("closing the vault failed: %s", type(exc).__name__)
 
+    # -- control requests ------------------------------------------------------------
 
-def _reindex_logged(search: SearchService) -> None:
-    try:
-        search.reindex()
-        log.info("re-indexed with the installed embedding model")
-    except Exception as exc:
-        log.warning("re-indexing failed: %s", type(exc).__name__)
+    async def _status(self, request: dict[str, Any]) -> dict[str, Any]:
+        def read() -> dict[str, Any]:
+            return {
+                "memories": len(self.vault),
+                "pending_shreds": self.vault.pending_shreds,
+                "search_index": self.search.state(),
+                "file_size": os.stat(self.vault.path).st_size,
+            }
 
+        return await trio.to_thread.run_sync(read)
 
-def _compact_logged(vault: Vault) -> None:
-    try:
-        vault.compact()
-    except MemvaultError as exc:
-        log.warning("compaction failed: %s", type(exc).__name__)
+    async def _compact(self, request: dict[str, Any]) -> dict[str, Any]:
+        before, after = await trio.to_thread.run_sync(self.vault.compact)
+        return {"before": before, "after": after}
 
+    async def _reindex(self, request: dict[str, Any]) -> dict[str, Any]:
+        model = await trio.to_thread.run_sync(self.search.reindex)
+        return {"memories": len(self.vault), "model": model}
 
-async def _publish_status(vault: Vault, record: MountRecord, search: SearchService) -> None:
-    """Keep the runtime record's counters fresh for `memvault status`."""
-    while True:
-        await trio.sleep(STATUS_INTERVAL_S)
-        now = (len(vault), vault.pending_shreds, search.state())
-        if now != (record.memories, record.pending_shreds, record.search_index):
-            record.memories, record.pending_shreds, record.search_index = now
-            record.save()
+    async def _lock(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Answered once the vault is closed: the caller then finds it locked."""
+        self._terminate("asked to lock")
+        await self._locked.wait()
+        if self.close_error is not None:
+            raise self.close_error
+        return {}

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import errno
 import functools
 import itertools
 import os
@@ -30,7 +29,17 @@ import pyfuse3
 import trio
 
 from .. import paths
-from ..errors import MemoryNotFound, MemvaultError
+from ..errors import (
+    BadPath,
+    IsADirectory,
+    IsASymlink,
+    MemoryNotFound,
+    MemvaultError,
+    NoSuchAttribute,
+    NotSupported,
+    ReadOnlyName,
+    TooLarge,
+)
 from ..search import QueryError, SearchService, parse, render, render_error
 from ..vault import MAX_MEMORY_SIZE, Vault
 from ..vault.records import DIRECTORY, FILE, SYMLINK, Meta
@@ -96,16 +105,16 @@ class VaultOperations(pyfuse3.Operations):
     def _record(self, inode: int) -> bytes | None:
         """The record id of an inode (None for the root)."""
         if inode >= SEARCH_INODE:
-            raise pyfuse3.FUSEError(errno.EROFS)  # search/ is read-only
+            raise ReadOnlyName("search/")
         try:
             return self.inodes.record(inode)
         except KeyError:
-            raise pyfuse3.FUSEError(errno.ENOENT) from None
+            raise MemoryNotFound(f"inode {inode}") from None
 
     def _name(self, parent_inode: int, name: bytes) -> tuple[bytes | None, str]:
         """(directory record id, name) of a request naming an entry in a directory."""
         if parent_inode == ROOT and name == SEARCH_NAME and self.search is not None:
-            raise pyfuse3.FUSEError(errno.EROFS)
+            raise ReadOnlyName("search/")
         return self._record(parent_inode), paths.check_name(os.fsdecode(name))
 
     def _attrs(self, meta: Meta, record_id: bytes | None) -> pyfuse3.EntryAttributes:
@@ -132,10 +141,7 @@ class VaultOperations(pyfuse3.Operations):
         return attrs
 
     def _attrs_of(self, record_id: bytes | None) -> pyfuse3.EntryAttributes:
-        meta = self.vault.by_record_id(record_id)
-        if meta is None:
-            raise pyfuse3.FUSEError(errno.ENOENT)
-        return self._attrs(meta, record_id)
+        return self._attrs(self._meta(record_id), record_id)
 
     def _load(self, state: OpenFile) -> bytearray:
         """The file's content in its shared buffer (read from the vault once)."""
@@ -202,7 +208,7 @@ class VaultOperations(pyfuse3.Operations):
         if inode > SEARCH_INODE:
             name = self.results.name_of(inode)
             if name is None:
-                raise pyfuse3.FUSEError(errno.ENOENT)
+                raise MemoryNotFound(f"search/ inode {inode}")
             return await self._run_query(name)
         return self._attrs_of(self._record(inode))
 
@@ -233,7 +239,7 @@ class VaultOperations(pyfuse3.Operations):
             try:
                 query = parse(name)
             except QueryError:
-                raise pyfuse3.FUSEError(errno.ENOENT) from None
+                raise MemoryNotFound(name) from None  # no such result file
             try:
                 results = await self._in_thread(self.search.search, query)
                 rendered = render(query, results, self.mountpoint)
@@ -248,9 +254,9 @@ class VaultOperations(pyfuse3.Operations):
         state = self.files.of_record(record_id) if record_id is not None else None
         if fields.update_size:
             if attr.st_size > MAX_MEMORY_SIZE:
-                raise pyfuse3.FUSEError(errno.EFBIG)
+                raise TooLarge(f"inode {inode}", attr.st_size, MAX_MEMORY_SIZE)
             if record_id is None or self._meta(record_id).is_dir:
-                raise pyfuse3.FUSEError(errno.EISDIR)
+                raise IsADirectory(f"inode {inode}")
 
             def truncate() -> None:
                 # By record id: this thread may run after an rm or mv of the path.
@@ -291,7 +297,7 @@ class VaultOperations(pyfuse3.Operations):
     async def readlink(self, inode, ctx):
         record_id = self._record(inode)
         if record_id is None:
-            raise pyfuse3.FUSEError(errno.EINVAL)
+            raise BadPath("/", "not a symbolic link")
         return os.fsencode(self.vault.readlink_record(record_id))
 
     @fuse_errors
@@ -376,12 +382,12 @@ class VaultOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def link(self, inode, new_parent_inode, new_name, ctx):
-        raise pyfuse3.FUSEError(errno.ENOTSUP)  # hard links are not supported
+        raise NotSupported("Hard links")
 
     @fuse_errors
     async def mknod(self, parent_inode, name, mode, rdev, ctx):
         if not stat.S_ISREG(mode):
-            raise pyfuse3.FUSEError(errno.ENOTSUP)  # no devices, FIFOs or sockets
+            raise NotSupported("Device nodes, FIFOs and sockets")
         return self._create(parent_inode, name, FILE, stat.S_IMODE(mode), ctx)
 
     # -- files -----------------------------------------------------------------
@@ -407,20 +413,18 @@ class VaultOperations(pyfuse3.Operations):
     async def open(self, inode, flags, ctx):
         if inode > SEARCH_INODE:
             if flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC):
-                raise pyfuse3.FUSEError(errno.EROFS)
+                raise ReadOnlyName("search/")
             name = self.results.name_of(inode)
             cached = self.results.get(name) if name is not None else None
             if cached is None:
-                raise pyfuse3.FUSEError(errno.ENOENT)
+                raise MemoryNotFound(f"search/ inode {inode}")
             fh = next(self._result_fhs)
             self._result_handles[fh] = cached.data
             return pyfuse3.FileInfo(fh=fh, direct_io=True)
         record_id = self._record(inode)
-        meta = self.vault.by_record_id(record_id)
-        if meta is None:
-            raise pyfuse3.FUSEError(errno.ENOENT)
+        meta = self._meta(record_id)
         if meta.type != FILE:
-            raise pyfuse3.FUSEError(errno.EISDIR if meta.is_dir else errno.ELOOP)
+            raise (IsADirectory if meta.is_dir else IsASymlink)(meta.path)
         fh, state = self.files.open(record_id)
         if flags & os.O_TRUNC:  # libfuse asks for atomic O_TRUNC: truncating is ours
             state.data = bytearray()
@@ -449,10 +453,10 @@ class VaultOperations(pyfuse3.Operations):
     @fuse_errors
     async def write(self, fh, off, buf):
         if fh >= RESULT_FH_BASE:
-            raise pyfuse3.FUSEError(errno.EROFS)
+            raise ReadOnlyName("search/")
         state = self.files.get(fh)
         if off + len(buf) > MAX_MEMORY_SIZE:
-            raise pyfuse3.FUSEError(errno.EFBIG)
+            raise TooLarge(f"handle {fh}", off + len(buf), MAX_MEMORY_SIZE)
         await self._ensure_loaded(state)
         with state.lock:  # held for a memcpy at most: commits hold it only to start and end
             data = state.writable()
@@ -496,7 +500,7 @@ class VaultOperations(pyfuse3.Operations):
     def _xattr_name(self, name: bytes) -> str:
         text = os.fsdecode(name)
         if not text.startswith(XATTR_NAMESPACE):
-            raise pyfuse3.FUSEError(errno.ENOTSUP)
+            raise NotSupported(f"Extended attributes outside {XATTR_NAMESPACE}*")
         return text
 
     @fuse_errors
@@ -509,11 +513,11 @@ class VaultOperations(pyfuse3.Operations):
     @fuse_errors
     async def getxattr(self, inode, name, ctx):
         if inode >= SEARCH_INODE:
-            raise pyfuse3.FUSEError(pyfuse3.ENOATTR)
+            raise NoSuchAttribute("search/", os.fsdecode(name))
         key = self._xattr_name(name)
         value = self._meta(self._record(inode)).xattrs.get(key)
         if value is None:
-            raise pyfuse3.FUSEError(pyfuse3.ENOATTR)
+            raise NoSuchAttribute(f"inode {inode}", key)
         return base64.b64decode(value)
 
     @fuse_errors
@@ -526,12 +530,13 @@ class VaultOperations(pyfuse3.Operations):
     async def removexattr(self, inode, name, ctx):
         record_id = self._record(inode)
         xattrs = dict(self._meta(record_id).xattrs)
-        if xattrs.pop(self._xattr_name(name), None) is None:
-            raise pyfuse3.FUSEError(pyfuse3.ENOATTR)
+        key = self._xattr_name(name)
+        if xattrs.pop(key, None) is None:
+            raise NoSuchAttribute(f"inode {inode}", key)
         self.vault.set_record_attrs(record_id, xattrs=xattrs)
 
     def _meta(self, record_id: bytes | None) -> Meta:
         meta = self.vault.by_record_id(record_id)
         if meta is None:
-            raise pyfuse3.FUSEError(errno.ENOENT)
+            raise MemoryNotFound(f"record {record_id.hex() if record_id else '/'}")
         return meta

@@ -3,8 +3,10 @@ the runtime record that tells `lock` and `status` who serves what, and
 finding and cleaning stale mounts.
 
 The runtime record (``$XDG_RUNTIME_DIR/memvault/<id>.json``, else
-``/tmp/memvault-<uid>/``) holds the vault path, the mountpoint, the daemon's
-pid and a few counters. It never holds memory content or names.
+``/tmp/memvault-<uid>/``) holds the vault path, the mountpoint and the
+daemon's pid; beside it are the daemon's control socket (``<id>.sock``,
+control.py) and log (``<id>.log``). None of them holds memory content or
+names: what the daemon knows (counts, progress) it tells over the socket.
 """
 
 from __future__ import annotations
@@ -40,14 +42,19 @@ class MountRecord:
     mountpoint: str
     pid: int
     started: float
-    memories: int = 0
-    pending_shreds: int = 0
-    search_index: str = ""  # SearchService.state(): "ready", "loading memories", ...
 
     @staticmethod
     def path_for(vault: Path) -> Path:
         key = hashlib.sha256(str(vault.resolve()).encode()).hexdigest()[:16]
         return runtime_dir() / f"{key}.json"
+
+    @staticmethod
+    def log_for(vault: Path) -> Path:
+        return MountRecord.path_for(vault).with_suffix(".log")
+
+    @property
+    def control_path(self) -> Path:
+        return self.path_for(Path(self.vault)).with_suffix(".sock")
 
     def save(self) -> None:
         target = self.path_for(Path(self.vault))

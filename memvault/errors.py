@@ -1,17 +1,55 @@
 """Errors a user can act on. Each docstring is the message, formatted with the
-exception's arguments (the borgbackup convention), and each carries the errno
-the filesystem layer answers with."""
+exception's arguments (the borgbackup convention); each carries the exit
+status the CLI ends with and the errno the filesystem answers with, so both
+mappings live here, with the classes.
+
+Exit statuses (also in `memvault --help`):
+
+====  =====================================================================
+0     done
+1     failed (a full disk, an unsupported format, anything else)
+2     usage: a bad option, argument, path or query
+3     not found: no such vault, memory or source
+4     wrong passphrase
+5     the vault is locked (or was locked while the command ran)
+6     in use: another process has the vault open, or it is already unlocked
+7     damaged or tampered: a record, the journal or the file failed its check
+130   interrupted (Ctrl-C)
+====  =====================================================================
+"""
 
 from __future__ import annotations
 
 import errno as _errno
+import os as _os
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_NOT_FOUND = 3
+EXIT_PASSPHRASE = 4
+EXIT_LOCKED = 5
+EXIT_IN_USE = 6
+EXIT_DAMAGED = 7
+EXIT_INTERRUPTED = 130
+
+EXIT_STATUSES = {
+    0: "done",
+    EXIT_FAILED: "failed",
+    EXIT_USAGE: "usage error (a bad option, argument, path or query)",
+    EXIT_NOT_FOUND: "no such vault, memory or source",
+    EXIT_PASSPHRASE: "wrong passphrase",
+    EXIT_LOCKED: "the vault is locked",
+    EXIT_IN_USE: "the vault is in use by another process, or already unlocked",
+    EXIT_DAMAGED: "the vault is damaged or was tampered with",
+    EXIT_INTERRUPTED: "interrupted",
+}
 
 
 class MemvaultError(Exception):
     """memvault failed: {0}"""
 
     errno = _errno.EIO
-    exit_code = 1
+    exit_code = EXIT_FAILED
 
     def __str__(self) -> str:
         return (self.__doc__ or "").format(*self.args).strip()
@@ -20,6 +58,7 @@ class MemvaultError(Exception):
 class VaultNotFound(MemvaultError):
     """No vault at {0}: create one with `memvault init`, or point --vault / MEMVAULT_VAULT at it."""
 
+    exit_code = EXIT_NOT_FOUND
     errno = _errno.ENOENT
 
 
@@ -38,6 +77,8 @@ class VaultUnreadable(MemvaultError):
 class NotAVault(MemvaultError):
     """{0} is not a memvault vault."""
 
+    exit_code = EXIT_DAMAGED
+
 
 class UnsupportedFormat(MemvaultError):
     """The vault {0} uses format version {1}; this memvault reads version {2}."""
@@ -46,6 +87,7 @@ class UnsupportedFormat(MemvaultError):
 class WrongPassphrase(MemvaultError):
     """Wrong passphrase for the vault {0}."""
 
+    exit_code = EXIT_PASSPHRASE
     errno = _errno.EACCES
 
 
@@ -53,18 +95,26 @@ class UnreasonableKdf(MemvaultError):
     """Keyslot {0} asks for an unreasonable KDF cost ({1}; {2}); \
 the vault may have been tampered with."""
 
+    exit_code = EXIT_DAMAGED
+
 
 class VaultCorrupted(MemvaultError):
     """The vault {0} is damaged ({1}); restore it from a backup or run `memvault status`."""
+
+    exit_code = EXIT_DAMAGED
 
 
 class VaultTampered(MemvaultError):
     """The vault {0} failed its integrity check: {1}."""
 
+    exit_code = EXIT_DAMAGED
+
 
 class VaultDamaged(MemvaultError):
     """The vault {0} has {1} damaged record(s): {2}. `memvault repair` drops them (and \
 recovers what it can); until then the vault opens read-only (`memvault get`, `ls`)."""
+
+    exit_code = EXIT_DAMAGED
 
 
 class JournalDamaged(VaultTampered):
@@ -76,16 +126,20 @@ with --accept-journal-loss to open the vault with the changes that verify."""
 class MemoryCorrupted(MemvaultError):
     """The memory {0!r} failed its integrity check: its stored bytes were damaged or altered."""
 
+    exit_code = EXIT_DAMAGED
+
 
 class VaultInUse(MemvaultError):
     """The vault {0} is in use by another memvault process{1}; lock it or stop that process."""
 
+    exit_code = EXIT_IN_USE
     errno = _errno.EBUSY
 
 
 class VaultLocked(MemvaultError):
     """The vault was locked; {0} is no longer its mount, so nothing more was written there."""
 
+    exit_code = EXIT_LOCKED
     errno = _errno.ENOTCONN
 
 
@@ -121,6 +175,7 @@ this one is {1}…); run `memvault reindex` to re-embed every memory with this o
 class BadPath(MemvaultError):
     """Invalid memory path {0!r}: {1}."""
 
+    exit_code = EXIT_USAGE
     errno = _errno.EINVAL
 
 
@@ -133,6 +188,7 @@ class PathTooLong(BadPath):
 class MemoryNotFound(MemvaultError):
     """No memory at {0!r}."""
 
+    exit_code = EXIT_NOT_FOUND
     errno = _errno.ENOENT
 
 
@@ -175,6 +231,7 @@ class TooLarge(MemvaultError):
 class PassphraseError(MemvaultError):
     """{0}"""
 
+    exit_code = EXIT_USAGE
     errno = _errno.EINVAL
 
 
@@ -182,10 +239,84 @@ class QueryTooLong(MemvaultError):
     """The query is too long to ask through the mount ({0} bytes as a search/ file name, \
 at most {1}); shorten it to its key words."""
 
+    exit_code = EXIT_USAGE
     errno = _errno.ENAMETOOLONG
 
 
 class SourceNotFound(MemvaultError):
     """Nothing to import at {0}: give an existing file or directory to --source."""
 
+    exit_code = EXIT_NOT_FOUND
     errno = _errno.ENOENT
+
+
+class UsageError(MemvaultError):
+    """{0}"""
+
+    exit_code = EXIT_USAGE
+    errno = _errno.EINVAL
+
+
+class AlreadyUnlocked(MemvaultError):
+    """The vault {0} is already unlocked at {1} (pid {2})."""
+
+    exit_code = EXIT_IN_USE
+    errno = _errno.EBUSY
+
+
+class NotSupported(MemvaultError):
+    """{0} are not supported."""
+
+    errno = _errno.ENOTSUP
+
+
+class ReadOnlyName(MemvaultError):
+    """{0!r} is read-only."""
+
+    errno = _errno.EROFS
+
+
+class NoSuchAttribute(MemvaultError):
+    """{0!r} has no extended attribute {1!r}."""
+
+    errno = _errno.ENODATA  # ENOATTR on Linux
+
+
+class DaemonFailed(MemvaultError):
+    """{0}"""
+
+    def __init__(self, message: str, exit_code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+_BY_ERRNO: dict[int, type[MemvaultError]] = {
+    cls.errno: cls
+    for cls in (
+        MemoryNotFound,
+        IsADirectory,
+        NotADirectory,
+        DirectoryNotEmpty,
+        AlreadyExists,
+        DiskFull,
+        ReadOnlyName,
+    )
+}
+
+
+def from_errno(code: int | None, path: str) -> MemvaultError:
+    """The error a file operation on ``path`` met, as the vault would have raised it:
+    the reverse of each class's ``errno``."""
+    if code == _errno.ELOOP:  # a symlink where a directory was needed: never followed
+        return NotADirectory(path)
+    if code in _BY_ERRNO:
+        return _BY_ERRNO[code](path)
+    if code in (_errno.EINVAL, _errno.ENAMETOOLONG):
+        return BadPath(path, "refused by the filesystem")
+    return MemvaultError(f"{path}: {_os.strerror(code or _errno.EIO)}")
+
+
+class IsASymlink(MemvaultError):
+    """{0!r} is a symbolic link."""
+
+    errno = _errno.ELOOP

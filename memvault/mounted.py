@@ -15,35 +15,18 @@ from __future__ import annotations
 import errno
 import os
 import secrets
-import signal
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from . import paths
-from .errors import (
-    BadPath,
-    DirectoryNotEmpty,
-    DiskFull,
-    IsADirectory,
-    MemoryNotFound,
-    MemvaultError,
-    NotADirectory,
-    TooLarge,
-    VaultLocked,
-)
-from .fs.runtime import mount_device, pid_alive
+from .errors import MemvaultError, TooLarge, VaultLocked, from_errno
+from .fs import control
+from .fs.runtime import MountRecord, mount_device, pid_alive
 from .vault import MAX_MEMORY_SIZE
 from .vault.records import DIRECTORY, FILE, SYMLINK, Meta
 
-_ERRORS = {
-    errno.ENOENT: MemoryNotFound,
-    errno.EISDIR: IsADirectory,
-    errno.ENOTDIR: NotADirectory,
-    errno.ELOOP: NotADirectory,  # a symlink where a directory was needed: never followed
-    errno.ENOTEMPTY: DirectoryNotEmpty,
-}
 _DEAD = {errno.ENOTCONN, errno.ENODEV, errno.ECONNABORTED}  # the mount's connection is gone
 
 TEMP_PREFIX = ".memvault-put-"
@@ -52,22 +35,12 @@ CHUNK = 1 << 20
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def _translate(exc: OSError, path: str) -> MemvaultError:
-    if exc.errno in _ERRORS:
-        return _ERRORS[exc.errno](path)
-    if exc.errno == errno.ENOSPC:
-        return DiskFull(path)
-    if exc.errno == errno.EFBIG:
-        return MemvaultError(f"{path} is larger than a memory may be ({MAX_MEMORY_SIZE} bytes)")
-    if exc.errno == errno.EINVAL:
-        return BadPath(path, "refused by the filesystem")
-    return MemvaultError(f"{path}: {os.strerror(exc.errno or errno.EIO)}")
-
-
 def _meta(path: str, st: os.stat_result) -> Meta:
     kind = DIRECTORY if stat.S_ISDIR(st.st_mode) else SYMLINK if stat.S_ISLNK(st.st_mode) else FILE
-    return Meta(path, kind, stat.S_IMODE(st.st_mode), st.st_size, st.st_mtime_ns,
-                st.st_ctime_ns, 0, 0, st.st_uid, st.st_gid)  # fmt: skip
+    mode = stat.S_IMODE(st.st_mode)
+    return Meta(
+        path, kind, mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, 0, 0, st.st_uid, st.st_gid
+    )
 
 
 def _scan(fd: int, path: str, found: list[Meta]) -> list[str]:
@@ -95,12 +68,12 @@ def _ascend(fd: int) -> int:
 
 
 class MountedVault:
-    """The subset of the Vault API the CLI uses, served through the mount."""
+    """The vault's :class:`~memvault.api.Memories`, served through its mount."""
 
-    def __init__(self, mountpoint: Path, daemon_pid: int) -> None:
-        self.root = mountpoint
-        self.daemon_pid = daemon_pid
-        self.damaged: dict = {}
+    def __init__(self, record: MountRecord) -> None:
+        self.record = record
+        self.root = mountpoint = Path(record.mountpoint)
+        self.daemon_pid = record.pid
         try:
             self._fd = os.open(mountpoint, _DIR)
         except OSError:
@@ -135,7 +108,9 @@ class MountedVault:
     def _error(self, exc: OSError, path: str) -> MemvaultError:
         if exc.errno in _DEAD or not self._is_live():
             return VaultLocked(self.root)
-        return _translate(exc, path)
+        if exc.errno == errno.EFBIG:
+            return TooLarge(path, f"more than {MAX_MEMORY_SIZE}", MAX_MEMORY_SIZE)
+        return from_errno(exc.errno, path)
 
     @contextmanager
     def _dir(self, directory: str, *, create: bool = False) -> Iterator[int]:
@@ -241,14 +216,17 @@ class MountedVault:
                 self._dir(paths.parent(src)) as source,
                 self._dir(paths.parent(dst), create=True) as target,
             ):
-                os.rename(paths.basename(src), paths.basename(dst),
-                          src_dir_fd=source, dst_dir_fd=target)  # fmt: skip
+                os.rename(
+                    paths.basename(src), paths.basename(dst), src_dir_fd=source, dst_dir_fd=target
+                )
         except OSError as exc:
             raise self._error(exc, src) from None
 
-    def compact(self) -> None:
+    def compact(self) -> tuple[int, int]:
+        """Asked of the daemon, which answers once the compaction is done."""
         self._check_live()
-        os.kill(self.daemon_pid, signal.SIGUSR1)  # the daemon compacts in the background
+        done = control.ask(self.record.control_path, "compact", pid=self.daemon_pid)
+        return done["before"], done["after"]
 
     def close(self) -> None:
         if self._fd >= 0:

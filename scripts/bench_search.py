@@ -13,6 +13,7 @@ Usage: scripts/bench search [--sizes 1000] [--threads 2] [--vault INDEXED_VAULT]
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import statistics
@@ -125,6 +126,12 @@ def bench(n: int, work: Path, threads: int, existing: Path | None = None) -> Non
     mounted(vault_path, work, qs)
 
 
+def index_state(cli: list[str], env: dict[str, str]) -> str:
+    """The daemon's search index state, as `memvault status --json` reports it."""
+    done = subprocess.run([*cli, "status", "--json"], env=env, check=True, capture_output=True)
+    return json.loads(done.stdout).get("daemon", {}).get("search_index", "")
+
+
 def mounted(vault_path: Path, work: Path, qs: list[str]) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_")}
     env.update(
@@ -148,8 +155,7 @@ def mounted(vault_path: Path, work: Path, qs: list[str]) -> None:
         f"until the first search answers: {ready - started:.2f} s"
     )
     try:
-        record = work / "run" / "memvault"
-        while '"search_index": "ready"' not in next(record.glob("*.json")).read_text():
+        while index_state(cli, env) != "ready":
             time.sleep(0.2)
         loaded = time.perf_counter() - started
         print(

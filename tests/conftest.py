@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,15 @@ def assert_nowhere(needles: list[bytes], *roots: Path) -> None:
         for needle in needles:
             for form in encodings(needle):
                 assert form not in data, f"{needle!r} found as {form!r} in {path}"
+
+
+@contextmanager
+def small_disk(mountpoint: Path, size: str):
+    """A real tmpfs of ``size`` (the tests run as root), always unmounted."""
+    mountpoint.mkdir(parents=True, exist_ok=True)
+    options = f"size={size}"
+    subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mountpoint)], check=True)
+    try:
+        yield mountpoint
+    finally:
+        subprocess.run(["umount", "-l", str(mountpoint)], check=False)

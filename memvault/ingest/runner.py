@@ -96,15 +96,19 @@ def run(
 def _one(vault, state: IngestState, source: Source, summary: Summary, **options) -> None:
     if source.kind == "cursor-db":
         fingerprints = cursor.composer_fingerprints(source.path)
-        changed = [c for c, fp in fingerprints.items()
-                   if state.get(f"{source.key}#{c}").get("fingerprint") != fp]  # fmt: skip
+        changed = [
+            c
+            for c, fp in fingerprints.items()
+            if state.get(f"{source.key}#{c}").get("fingerprint") != fp
+        ]
         summary.unchanged += len(fingerprints) - len(changed)
         if changed:
             summary.bytes_read += source.path.stat().st_size
             for session in cursor.parse_store(source.path, changed):
                 key = f"{source.key}#{session.session_id}"
-                _store(vault, state, key, fingerprints[session.session_id], session, summary,
-                       **options)  # fmt: skip
+                _store(
+                    vault, state, key, fingerprints[session.session_id], session, summary, **options
+                )
         return
     stat = source.path.stat()
     fingerprint = f"{stat.st_size}:{stat.st_mtime_ns}"
@@ -127,8 +131,17 @@ def _store(vault, state, key, fingerprint, session: Session, summary: Summary, *
         state.set(key, fingerprint=fingerprint, dest="", digest="", messages=0)
         return
     text = render(session)
-    _write(vault, state, key, fingerprint, destination(session), text, session.messages,
-           summary, **options)  # fmt: skip
+    _write(
+        vault,
+        state,
+        key,
+        fingerprint,
+        destination(session),
+        text,
+        session.messages,
+        summary,
+        **options,
+    )
     summary.prompts += session.prompts
     summary.tool_calls += session.tool_calls
 
@@ -146,8 +159,19 @@ def _store_context(vault, state, source: Source, fingerprint: str, summary: Summ
     _write(vault, state, source.key, fingerprint, dest, text, 0, summary, **options)
 
 
-def _write(vault, state, key, fingerprint, dest, text, messages, summary, *,
-           dry_run: bool, redact_secrets: bool) -> None:  # fmt: skip
+def _write(
+    vault,
+    state,
+    key,
+    fingerprint,
+    dest,
+    text,
+    messages,
+    summary,
+    *,
+    dry_run: bool,
+    redact_secrets: bool,
+) -> None:
     if redact_secrets:
         text, count = redact(text)
         summary.redactions += count

@@ -334,6 +334,6 @@ class SearchService:
                     hit.chunk.end_line,
                     snippet(hit.chunk.text, query.text),
                     hit.cosine,
-                )  # fmt: skip
+                )
             )
         return results

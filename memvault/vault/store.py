@@ -1,6 +1,11 @@
 """The LMDB file under the vault: one writer process, map growth, the journal,
 and the compacting rebuild. It stores opaque bytes; the Vault encrypts them.
 
+One module, longer than the others, because these share one environment and
+its three locks (below): the journal's flush and the rebuild both swap or
+write the environment that every read goes through. The parts that stand
+alone live beside it: lockfile.py, structure.py, salvage.py, journal.py, txn.py.
+
 Why these choices:
 
 * ``lock=False``: LMDB's own lock file only coordinates processes, and a

@@ -21,7 +21,7 @@ def init(vault_path):
 
 
 def test_full_cycle(vault_path):
-    assert "Created the vault" in init(vault_path).stdout.decode()
+    assert "Created the vault" in init(vault_path).stderr.decode()
     assert oct(vault_path.stat().st_mode & 0o777) == "0o600"
     note = "# API\n- deploys go through `make release`\n- naïve UTF-8 ✓\n".encode()
     assert run_cli("put", "projects/api.md", vault=vault_path, input=note).returncode == 0
@@ -34,7 +34,7 @@ def test_full_cycle(vault_path):
     assert run_cli("rm", "projects/service.md", vault=vault_path).returncode == 0
     assert run_cli("ls", "projects", vault=vault_path).stdout == b""
     compact = run_cli("compact", vault=vault_path)
-    assert compact.returncode == 0 and "Compacted" in compact.stdout.decode()
+    assert compact.returncode == 0 and "Compacted" in compact.stderr.decode()
 
 
 def test_passphrase_from_stdin_then_content(vault_path):
@@ -187,7 +187,7 @@ def test_init_prompts_twice_without_echo(vault_path):
     other = vault_path.with_name("other.vault")
     env["MEMVAULT_VAULT"] = str(other)
     code, screen = _run_in_terminal(["init", *KDF_ARGS], [secret, b"different"], env)
-    assert code == 1 and "do not match" in screen
+    assert code == 2 and "do not match" in screen  # a usage error
     assert not other.exists()
 
 
@@ -239,7 +239,7 @@ def test_search_refuses_another_model_until_reindex(vault_path):
     line = assert_one_line_error(run_cli("search", "deploy", vault=vault_path))
     assert "memvault reindex" in line and "000000000000" in line
     done = run_cli("reindex", vault=vault_path)
-    assert done.returncode == 0 and "pinned to embedding model" in done.stdout.decode()
+    assert done.returncode == 0 and "pinned to embedding model" in done.stderr.decode()
     found = run_cli("search", "deploy", vault=vault_path)
     assert found.returncode == 0 and b"a.md" in found.stdout
     with reopen(vault_path, readonly=True) as v:

@@ -27,11 +27,15 @@ TRACES = Path(__file__).resolve().parent.parent / "data" / "traces"
 """A copy of ../shared/fixtures/traces (with its SOURCES.md and licences), so
 that a clone tests the same data wherever it is checked out."""
 CODEMIE = "claude/real/codemie/projects/-tmp-private/4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl"
-CODEX_DEMO = "codex/synthetic/potsherd/sessions/2099/01/02/" \
-    "rollout-2099-01-02T08-30-00-d1d1d1d1-1111-4111-8111-111111111111.jsonl"  # fmt: skip
-CURSOR_DEMO = "cursor/agent-transcripts/synthetic-potsherd/projects/Users-example-demo-app/" \
-    "agent-transcripts/aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa/" \
-    "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa.jsonl"  # fmt: skip
+CODEX_DEMO = (
+    "codex/synthetic/potsherd/sessions/2099/01/02/"
+    "rollout-2099-01-02T08-30-00-d1d1d1d1-1111-4111-8111-111111111111.jsonl"
+)
+CURSOR_DEMO = (
+    "cursor/agent-transcripts/synthetic-potsherd/projects/Users-example-demo-app/"
+    "agent-transcripts/aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa/"
+    "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa.jsonl"
+)
 CURSOR_DB = "cursor/state-vscdb-synthetic/User/globalStorage/state.vscdb"
 
 
@@ -46,8 +50,9 @@ def traces(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def vault(tmp_path: Path):
-    with Vault.create(tmp_path / "v" / "memory.vault", PASSPHRASE, kdf=FAST_KDF,
-                      compact_delay=None) as v:  # fmt: skip
+    with Vault.create(
+        tmp_path / "v" / "memory.vault", PASSPHRASE, kdf=FAST_KDF, compact_delay=None
+    ) as v:
         yield v
 
 
@@ -60,8 +65,11 @@ def import_all(vault, roots: list[Path], **options) -> ingest.Summary:
 
 
 def memories(vault) -> dict[str, str]:
-    return {m.path: vault.get(m.path).decode() for m in vault.walk()
-            if m.path.startswith(("sessions/", "context/")) and not m.is_dir}  # fmt: skip
+    return {
+        m.path: vault.get(m.path).decode()
+        for m in vault.walk()
+        if m.path.startswith(("sessions/", "context/")) and not m.is_dir
+    }
 
 
 # -- parsers, one fixture at a time ---------------------------------------------------
@@ -85,8 +93,11 @@ def test_claude_compaction_summary_is_not_a_prompt():
     session = claude.parse(spotter / "compact_window_ae4a77f8_lines1471-1490.jsonl")
     summaries = [e for e in session.entries if e.role == "summary"]
     assert len(summaries) == 1 and "continued from a previous conversation" in summaries[0].text
-    assert all("continued from a previous conversation" not in e.text
-               for e in session.entries if e.role == "user")  # fmt: skip
+    assert all(
+        "continued from a previous conversation" not in e.text
+        for e in session.entries
+        if e.role == "user"
+    )
     assert any("context compacted (manual" in e.text for e in session.entries)
     auto = claude.parse(spotter / "compact_window_258c7280_lines1247-1262.jsonl")
     assert auto.prompts == 0 and any(e.role == "summary" for e in auto.entries)
@@ -133,8 +144,10 @@ def test_cursor_transcript():
     session = cursor.parse_transcript(TRACES / CURSOR_DEMO)
     assert session.prompts == 3 and session.tool_calls == 7
     assert session.project == "/Users/example/demo-app"
-    assert {"/Users/example/demo-app/src/health.ts", "/Users/example/demo-app/src/router.ts"} \
-        <= set(session.files_edited)  # fmt: skip
+    assert {
+        "/Users/example/demo-app/src/health.ts",
+        "/Users/example/demo-app/src/router.ts",
+    } <= set(session.files_edited)
     assert session.skipped["corrupt line"] == 1
     assert session.skipped["duplicate record"] == 1
     assert session.skipped["injected continuation"] == 1
@@ -188,11 +201,23 @@ def test_appended_lines_add_exactly_those(traces, vault):
     [(path, text)] = before.items()
     last = json.loads(session_file.read_text().splitlines()[-1])
     added = [
-        dict(last, type="user", uuid="u-new-1", message={"role": "user",
-             "content": "also add a zanzibar-flavoured README section"}),
-        dict(last, type="assistant", uuid="a-new-1", message={"id": "msg-new-1",
-             "role": "assistant", "content": [{"type": "text", "text": "Added it."}]}),
-    ]  # fmt: skip
+        dict(
+            last,
+            type="user",
+            uuid="u-new-1",
+            message={"role": "user", "content": "also add a zanzibar-flavoured README section"},
+        ),
+        dict(
+            last,
+            type="assistant",
+            uuid="a-new-1",
+            message={
+                "id": "msg-new-1",
+                "role": "assistant",
+                "content": [{"type": "text", "text": "Added it."}],
+            },
+        ),
+    ]
     with open(session_file, "a") as f:
         f.writelines(json.dumps(r) + "\n" for r in added)
     summary = import_all(vault, [session_file])
@@ -223,10 +248,15 @@ def test_truncated_last_line_waits_and_corrupt_middle_line_is_skipped(traces, va
 def test_secrets_are_redacted_unless_asked_not_to(traces, vault, tmp_path):
     session_file = traces / CODEMIE
     last = json.loads(session_file.read_text().splitlines()[-1])
-    secrets = ["sk-proj-Zq8cPd3LmN0xRt5VbW2yKf7HsJ4gUe9A",
-               "ghp_7Yh3Kd9LmQ2xWc5VbN8pRt4Zs1Ga6Fj0Ue3i", "hunter2hunter2"]  # fmt: skip
-    prompt = (f"my env dump:\nOPENAI_API_KEY={secrets[0]}\nGITHUB_TOKEN={secrets[1]}\n"
-              f"DB_PASSWORD={secrets[2]}\nDEBUG=true")  # fmt: skip
+    secrets = [
+        "sk-proj-Zq8cPd3LmN0xRt5VbW2yKf7HsJ4gUe9A",
+        "ghp_7Yh3Kd9LmQ2xWc5VbN8pRt4Zs1Ga6Fj0Ue3i",
+        "hunter2hunter2",
+    ]
+    prompt = (
+        f"my env dump:\nOPENAI_API_KEY={secrets[0]}\nGITHUB_TOKEN={secrets[1]}\n"
+        f"DB_PASSWORD={secrets[2]}\nDEBUG=true"
+    )
     record = dict(last, type="user", uuid="u-secret", message={"role": "user", "content": prompt})
     with open(session_file, "a") as f:
         f.write(json.dumps(record) + "\n")
@@ -235,25 +265,36 @@ def test_secrets_are_redacted_unless_asked_not_to(traces, vault, tmp_path):
     text = next(iter(memories(vault).values()))
     assert all(s not in text for s in secrets)
     assert "OPENAI_API_KEY=[REDACTED]" in text and "DEBUG=true" in text
-    with Vault.create(tmp_path / "plain" / "v.vault", PASSPHRASE, kdf=FAST_KDF,
-                      compact_delay=None) as kept:  # fmt: skip
+    with Vault.create(
+        tmp_path / "plain" / "v.vault", PASSPHRASE, kdf=FAST_KDF, compact_delay=None
+    ) as kept:
         assert import_all(kept, [session_file], redact_secrets=False).redactions == 0
         assert secrets[0] in next(iter(memories(kept).values()))
 
 
 def test_context_files_under_a_root(tmp_path, vault):
     root = tmp_path / "proj"
-    for rel in ("CLAUDE.md", "AGENTS.md", "svc/AGENTS.md", ".cursorrules",
-                ".cursor/rules/style.mdc", "node_modules/pkg/AGENTS.md", "README.md"):  # fmt: skip
+    for rel in (
+        "CLAUDE.md",
+        "AGENTS.md",
+        "svc/AGENTS.md",
+        ".cursorrules",
+        ".cursor/rules/style.mdc",
+        "node_modules/pkg/AGENTS.md",
+        "README.md",
+    ):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(f"# {rel}\nUse tabs in {rel}.\n")
     skipped: Counter = Counter()
     summary = ingest.run(vault, ingest.collect(["context"], {"context": [root]}, skipped))
     assert summary.new == 5
     assert set(memories(vault)) == {
-        "context/proj/CLAUDE.md", "context/proj/AGENTS.md", "context/proj/svc/AGENTS.md",
-        "context/proj/cursorrules.md", "context/proj/cursor/rules/style.mdc.md",
-    }  # fmt: skip
+        "context/proj/CLAUDE.md",
+        "context/proj/AGENTS.md",
+        "context/proj/svc/AGENTS.md",
+        "context/proj/cursorrules.md",
+        "context/proj/cursor/rules/style.mdc.md",
+    }
     assert "Use tabs in svc/AGENTS.md." in vault.get("context/proj/svc/AGENTS.md").decode()
 
 
@@ -262,24 +303,37 @@ def test_context_files_under_a_root(tmp_path, vault):
 
 def test_cli_dry_run_then_import(traces, tmp_path):
     vault_file = tmp_path / "cli" / "memory.vault"
-    assert run_cli("init", "--kdf-time", "1", "--kdf-memory", "8", "--kdf-parallelism", "1",
-                   vault=vault_file).returncode == 0  # fmt: skip
-    dry = run_cli("ingest", "claude", "--source", str(traces / "claude"), "--dry-run",
-                  vault=vault_file)  # fmt: skip
+    assert (
+        run_cli(
+            "init",
+            "--kdf-time",
+            "1",
+            "--kdf-memory",
+            "8",
+            "--kdf-parallelism",
+            "1",
+            vault=vault_file,
+        ).returncode
+        == 0
+    )
+    dry = run_cli(
+        "ingest", "claude", "--source", str(traces / "claude"), "--dry-run", vault=vault_file
+    )
     out = dry.stdout.decode()
     assert dry.returncode == 0, dry.stderr
     assert "would import sessions/claude/private/2025-12-10-create-hello.py-md-and-js-fb" in out
-    assert "dry run: 9 source(s) read: 9 new" in out
+    assert "dry run: 9 source(s) read: 9 new" in dry.stderr.decode()
     listing = run_cli("ls", "-R", vault=vault_file).stdout.decode()
     assert "sessions" not in listing, "a dry run writes nothing"
     done = run_cli("ingest", "claude", "--source", str(traces / "claude"), vault=vault_file)
-    assert done.returncode == 0 and "9 new memory(ies)" in done.stdout.decode()
-    assert "1 compaction run" in done.stdout.decode()
+    assert done.returncode == 0 and "9 new memory(ies)" in done.stderr.decode()
+    assert "1 compaction run" in done.stderr.decode()
     missing = run_cli("ingest", "codex", "--source", str(tmp_path / "nope"), vault=vault_file)
     assert "Nothing to import at" in assert_one_line_error(missing)
     (tmp_path / "empty").mkdir()
-    nothing = run_cli("ingest", "codex", "--source", str(tmp_path / "empty"), vault=vault_file,
-                      passphrase=None)  # fmt: skip
+    nothing = run_cli(
+        "ingest", "codex", "--source", str(tmp_path / "empty"), vault=vault_file, passphrase=None
+    )
     assert nothing.returncode == 0, "no passphrase is asked when there is nothing to import"
     assert b"Found no history in" in nothing.stderr
 
@@ -298,17 +352,29 @@ def test_ingest_through_the_daemon_is_searchable_and_watch_keeps_importing(trace
     with mounted(tmp_path / "m") as m:
         done = m.cli("ingest", "claude", "--source", str(incoming))
         assert done.returncode == 0, done.stderr
-        assert "1 new memory(ies)" in done.stdout.decode()
+        assert "1 new memory(ies)" in done.stderr.decode()
         dest = m.root / "sessions/claude/private/2025-12-10-create-hello.py-md-and-js-fb1b0257.md"
         assert "update py with one liner comment" in dest.read_text()
         found = (m.root / "search" / "update py with one liner comment?k=3").read_text()
         assert "2025-12-10-create-hello.py-md-and-js-fb1b0257.md" in found.split("\n2.")[0]
 
         watcher = subprocess.Popen(
-            [sys.executable, "-m", "memvault", "ingest", "codex", "--source", str(incoming),
-             "--watch", "--interval", "0.2"],
-            env=m.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "memvault",
+                "ingest",
+                "codex",
+                "--source",
+                str(incoming),
+                "--watch",
+                "--interval",
+                "0.2",
+            ],
+            env=m.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         try:
             shutil.copy(traces / CODEX_DEMO, incoming)
             expected = m.root / "sessions/codex/potsherd-codex-demo"
@@ -364,5 +430,5 @@ def test_redaction_leaves_ordinary_text_alone():
     from memvault.ingest.redact import redact
 
     ordinary = ("Set PASSWORD=${DB_PASSWORD} in the env file; the token bucket refills at 10/s.\n"
-                "def check_password(user): ...\nkey = cache_key(request)")  # fmt: skip
+                "def check_password(user): ...\nkey = cache_key(request)")
     assert redact(ordinary) == (ordinary, 0)

@@ -66,7 +66,7 @@ def test_second_unlock_is_refused_and_status_reports_the_mount(tmp_path):
         assert m.cli("rm", "c.md").returncode == 0
         assert sorted(os.listdir(m.root)) == ["a.md"]
     done = m.cli("lock")
-    assert done.returncode == 0 and "not unlocked" in done.stdout.decode()
+    assert done.returncode == 0 and "not unlocked" in done.stderr.decode()
 
 
 def test_unlock_refuses_a_non_empty_directory_and_a_wrong_passphrase(tmp_path):
@@ -78,8 +78,12 @@ def test_unlock_refuses_a_non_empty_directory_and_a_wrong_passphrase(tmp_path):
         line = assert_one_line_error(m.cli("unlock", str(target)))
         assert "not empty" in line
         env = dict(m.env, MEMVAULT_PASSPHRASE="wrong")
-        wrong = subprocess.run([sys.executable, "-m", "memvault", "unlock", str(m.root)],
-                               env=env, capture_output=True, timeout=60)  # fmt: skip
+        wrong = subprocess.run(
+            [sys.executable, "-m", "memvault", "unlock", str(m.root)],
+            env=env,
+            capture_output=True,
+            timeout=60,
+        )
         assert "Wrong passphrase" in assert_one_line_error(wrong)
         assert not m.is_mounted()
 
@@ -102,8 +106,11 @@ WRITER = textwrap.dedent(
 
 def test_sigkill_during_a_write_storm_loses_nothing_closed(tmp_path):
     with mounted(tmp_path) as m:
-        writer = subprocess.Popen([sys.executable, "-c", WRITER, str(m.root)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)  # fmt: skip
+        writer = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(m.root)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
         closed = []
         try:
             while len(closed) < 150:
@@ -134,7 +141,7 @@ def test_lock_cleans_a_stale_mount(tmp_path):
         os.kill(m.daemon_pid(), signal.SIGKILL)
         time.sleep(0.2)
         done = m.lock()
-        assert done.returncode == 0 and "stale mount" in done.stdout.decode()
+        assert done.returncode == 0 and "stale mount" in done.stderr.decode()
         assert not m.is_mounted()
         assert m.unlock().returncode == 0
 

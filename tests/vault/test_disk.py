@@ -14,20 +14,20 @@ from memvault import errors
 from memvault.vault import Vault
 
 from .. import rawvault
-from ..conftest import FAST_KDF, PASSPHRASE, assert_one_line_error, reopen, run_cli
+from ..conftest import (
+    FAST_KDF,
+    PASSPHRASE,
+    assert_one_line_error,
+    reopen,
+    run_cli,
+    small_disk,
+)
 
 
 @pytest.fixture
 def tiny_disk(tmp_path):
-    """A real 700 KiB tmpfs (the tests run as root), always unmounted."""
-    mountpoint = tmp_path / "tiny"
-    mountpoint.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=700k", "tmpfs", str(mountpoint)],
-                   check=True)  # fmt: skip
-    try:
+    with small_disk(tmp_path / "tiny", "700k") as mountpoint:
         yield mountpoint
-    finally:
-        subprocess.run(["umount", "-l", str(mountpoint)], check=False)
 
 
 def test_full_disk_is_a_clear_error_and_loses_nothing(tiny_disk):
@@ -71,8 +71,9 @@ def test_compaction_owed_by_a_killed_session_happens_next_time(vault_path):
     )
     proc = subprocess.run(
         [sys.executable, "-c", script, str(vault_path), PASSPHRASE.decode()],
-        capture_output=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        timeout=60,
+    )
     assert proc.returncode == -signal.SIGKILL
     value_hex, wrapped_hex = proc.stdout.decode().split()
     value, wrapped = bytes.fromhex(value_hex), bytes.fromhex(wrapped_hex)

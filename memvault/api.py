@@ -1,0 +1,39 @@
+"""What the CLI and ingest need from a vault, declared: the in-process
+:class:`~memvault.vault.Vault` and :class:`~memvault.mounted.MountedVault`
+(the same calls through a live mount, so its daemon stays the only writer)
+both provide it. Paths are vault paths: relative, ``/``-separated."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from .vault.records import Meta
+
+
+class Memories(Protocol):
+    def put(self, path: str, data: bytes) -> Meta:
+        """Store ``data`` at ``path`` (missing parents created); atomic."""
+
+    def get(self, path: str) -> bytes:
+        """The content of the memory at ``path``."""
+
+    def list(self, directory: str = "") -> list[tuple[str, Meta]]:
+        """The entries of ``directory``, by name."""
+
+    def walk(self) -> list[Meta]:
+        """Every entry of the vault, by path."""
+
+    def delete(self, path: str, *, recursive: bool = False) -> int:
+        """Crypto-shred ``path`` (a tree with ``recursive``); return how many records."""
+
+    def rename(self, old: str, new: str) -> None:
+        """Move ``old`` to ``new``, replacing a file there."""
+
+    def compact(self) -> tuple[int, int]:
+        """Rewrite the file so no shredded byte remains; its size before and after."""
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Memories: ...
+
+    def __exit__(self, *exc: object) -> None: ...
