@@ -1,8 +1,8 @@
 """One ingest run: discover sources, parse what changed, store Markdown memories.
 
-Works on anything with ``get``/``put``/``delete`` (the Vault itself, or the
-mount of a running daemon), so the same code imports whether or not the
-vault is unlocked.
+Works on any :class:`~memvault.api.Memories` (the Vault itself, or the mount
+of a running daemon), so the same code imports whether or not the vault is
+unlocked.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ..api import Memories
 from ..errors import MemoryNotFound
 from . import claude, codex, cursor
 from .redact import redact
@@ -70,7 +71,7 @@ def collect(kinds: Iterable[str], roots: dict[str, list[Path]], skipped: Counter
 
 
 def run(
-    vault,
+    vault: Memories,
     sources: list[Source],
     *,
     dry_run: bool = False,
@@ -93,7 +94,7 @@ def run(
     return summary
 
 
-def _one(vault, state: IngestState, source: Source, summary: Summary, **options) -> None:
+def _one(vault: Memories, state: IngestState, source: Source, summary: Summary, **options) -> None:
     if source.kind == "cursor-db":
         fingerprints = cursor.composer_fingerprints(source.path)
         changed = [
@@ -124,7 +125,9 @@ def _one(vault, state: IngestState, source: Source, summary: Summary, **options)
     _store(vault, state, source.key, fingerprint, session, summary, **options)
 
 
-def _store(vault, state, key, fingerprint, session: Session, summary: Summary, **options) -> None:
+def _store(
+    vault: Memories, state, key, fingerprint, session: Session, summary: Summary, **options
+) -> None:
     summary.skipped.update(session.skipped)
     if not session.entries:
         summary.skipped["session with no conversation"] += 1
@@ -146,7 +149,9 @@ def _store(vault, state, key, fingerprint, session: Session, summary: Summary, *
     summary.tool_calls += session.tool_calls
 
 
-def _store_context(vault, state, source: Source, fingerprint: str, summary: Summary, **options):
+def _store_context(
+    vault: Memories, state, source: Source, fingerprint: str, summary: Summary, **options
+):
     root = source.root or source.path.parent
     relative = source.path.relative_to(root) if source.path.is_relative_to(root) else source.path
     parts = [slug(p.lstrip("."), 80) for p in relative.parts]
@@ -160,7 +165,7 @@ def _store_context(vault, state, source: Source, fingerprint: str, summary: Summ
 
 
 def _write(
-    vault,
+    vault: Memories,
     state,
     key,
     fingerprint,

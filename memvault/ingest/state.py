@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from ..api import Memories
 from ..errors import MemoryNotFound
 
 STATE_PATH = ".memvault/ingest-state.json"
@@ -22,7 +23,7 @@ class IngestState:
         self._by_dest = {e.get("dest"): (k, e.get("digest")) for k, e in self.entries.items()}
 
     @classmethod
-    def load(cls, vault) -> IngestState:
+    def load(cls, vault: Memories) -> IngestState:
         try:
             data = json.loads(vault.get(STATE_PATH))
         except MemoryNotFound:
@@ -45,7 +46,7 @@ class IngestState:
         key, stored = self._by_dest.get(destination, (None, None))
         return key if stored == digest else None
 
-    def save(self, vault) -> None:
+    def save(self, vault: Memories) -> None:
         if self.changed:
             data = json.dumps({"version": 1, "sources": self.entries}, indent=0, sort_keys=True)
             vault.put(STATE_PATH, data.encode())
