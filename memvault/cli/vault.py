@@ -19,6 +19,8 @@ from ..vault.store import compaction_owed
 from . import output
 from .common import daemon_of, open_in_process, open_memories, passphrase, vault_path
 
+STATUS_TIMEOUT_S = 10.0
+
 
 def cmd_init(args: argparse.Namespace) -> int:
     path = vault_path(args)
@@ -86,9 +88,15 @@ def status_report(args: argparse.Namespace) -> dict[str, Any]:
         report["state"] = "unlocked"
         report["mountpoint"], report["daemon_pid"] = record.mountpoint, record.pid
         try:
-            report["daemon"] = control.ask(record.control_path, "status", pid=record.pid)
+            report["daemon"] = control.ask(
+                record.control_path, "status", pid=record.pid, timeout=STATUS_TIMEOUT_S
+            )
         except (control.DaemonUnreachable, control.DaemonFailed) as exc:
             report["daemon"] = {"error": str(exc)}
+        except TimeoutError:
+            report["daemon"] = {
+                "error": f"The daemon did not answer within {STATUS_TIMEOUT_S:g} s."
+            }
     elif record is not None:
         report["state"] = "dead daemon"
     else:
