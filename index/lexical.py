@@ -93,17 +93,32 @@ def tokenize(text: str) -> list[str]:
 
 class BM25:
     """Okapi BM25 with postings kept as packed arrays (array.array: 12 bytes a
-    posting, appended in place, removed by swapping with the last), so the
-    index of a large vault stays small and every query scores with numpy over
-    zero-copy views, with no per-term cache to rebuild after a write."""
+    posting, appended in place), so the index of a large vault stays small and
+    every query scores with numpy over zero-copy views, with no per-term cache
+    to rebuild after a write.
+
+    A removal is O(terms of the document): the document is marked dead (its
+    postings stay, masked out of every score, and the live document
+    frequencies drop), and dead postings are purged in one pass once they are
+    half of all postings. Removing each document from every posting list
+    instead costs a scan of each list: quadratic for `rm -rf` of a vault.
+    """
+
+    PURGE_MIN = 50_000
+    """Dead postings tolerated whatever their share (a purge walks every term)."""
 
     def __init__(self, k1: float = 1.2, b: float = 0.75) -> None:
         self.k1, self.b = k1, b
         self._postings: dict[str, tuple[array, array]] = {}  # term -> (doc ids, tfs)
+        self._df: dict[str, int] = {}  # term -> live documents holding it
         self._lengths: dict[int, int] = {}
         self._length_array = np.zeros(1024, np.float32)
+        self._alive = np.zeros(1024, bool)
         self._terms: dict[int, tuple[str, ...]] = {}
         self._total = 0
+        self._postings_count = 0
+        self._dead_postings = 0
+        self._dead_ids: set[int] = set()  # removed, with postings still in the lists
 
     def __len__(self) -> int:
         return len(self._lengths)
@@ -111,6 +126,8 @@ class BM25:
     def add(self, doc_id: int, text: str) -> None:
         if doc_id in self._lengths:
             self.remove(doc_id)
+        if doc_id in self._dead_ids:  # its old postings must not count for the new text
+            self._purge()
         counts = Counter(tokenize(text))
         for term, tf in counts.items():
             postings = self._postings.get(term)
@@ -118,15 +135,21 @@ class BM25:
                 postings = self._postings[term] = (array("q"), array("f"))
             postings[0].append(doc_id)
             postings[1].append(tf)
+            self._df[term] = self._df.get(term, 0) + 1
         length = sum(counts.values())
         self._lengths[doc_id] = length
         if doc_id >= len(self._length_array):
-            grown = np.zeros(max(2 * len(self._length_array), doc_id + 1), np.float32)
-            grown[: len(self._length_array)] = self._length_array
-            self._length_array = grown
+            size = max(2 * len(self._length_array), doc_id + 1)
+            self._length_array = np.resize(self._length_array, size)
+            self._length_array[len(self._alive) :] = 0
+            alive = np.zeros(size, bool)
+            alive[: len(self._alive)] = self._alive
+            self._alive = alive
         self._length_array[doc_id] = length
+        self._alive[doc_id] = True
         self._terms[doc_id] = tuple(counts)
         self._total += length
+        self._postings_count += len(counts)
 
     def remove(self, doc_id: int) -> None:
         length = self._lengths.pop(doc_id, None)
@@ -134,14 +157,36 @@ class BM25:
             return
         self._total -= length
         self._length_array[doc_id] = 0
-        for term in self._terms.pop(doc_id):
-            ids, tfs = self._postings[term]
-            at = ids.index(doc_id)
-            ids[at], tfs[at] = ids[-1], tfs[-1]  # fill the hole with the last posting
-            ids.pop()
-            tfs.pop()
-            if not ids:
+        self._alive[doc_id] = False
+        terms = self._terms.pop(doc_id)
+        for term in terms:
+            left = self._df[term] - 1
+            if left:
+                self._df[term] = left
+            else:
+                del self._df[term]
+        self._dead_ids.add(doc_id)
+        self._dead_postings += len(terms)
+        if self._dead_postings > max(self.PURGE_MIN, self._postings_count // 2):
+            self._purge()
+
+    def _purge(self) -> None:
+        """Drop every dead posting (one pass over the terms)."""
+        for term, (ids, tfs) in list(self._postings.items()):
+            id_view = np.frombuffer(ids, np.int64)
+            keep = self._alive[id_view]
+            if keep.all():
+                continue
+            if not keep.any():
                 del self._postings[term]
+                continue
+            kept_ids, kept_tfs = array("q"), array("f")
+            kept_ids.frombytes(id_view[keep].tobytes())
+            kept_tfs.frombytes(np.frombuffer(tfs, np.float32)[keep].tobytes())
+            self._postings[term] = (kept_ids, kept_tfs)
+        self._postings_count -= self._dead_postings
+        self._dead_postings = 0
+        self._dead_ids.clear()
 
     def search(self, query: str, k: int = 10, allowed=None) -> list[tuple[int, float]]:
         """The best ``k`` documents for ``query`` (score > 0 only)."""
@@ -152,13 +197,15 @@ class BM25:
         scores = np.zeros(len(self._length_array), np.float32)
         for term in set(tokenize(query)):
             postings = self._postings.get(term)
-            if postings is None:
+            df = self._df.get(term)
+            if postings is None or not df:
                 continue
             ids = np.frombuffer(postings[0], np.int64)  # views: nothing is copied
             tfs = np.frombuffer(postings[1], np.float32)
-            idf = math.log(1 + (n - len(ids) + 0.5) / (len(ids) + 0.5))
+            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
             norm = tfs + self.k1 * (1 - self.b + self.b * self._length_array[ids] / average)
             scores[ids] += idf * tfs * (self.k1 + 1) / norm
+        scores *= self._alive  # dead postings score nothing
         if allowed is not None:
             mask = np.zeros(len(scores), bool)
             mask[[i for i in allowed if i < len(scores)]] = True

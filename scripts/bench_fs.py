@@ -1,14 +1,24 @@
-"""Filesystem figures for BENCHMARKS.md: small-file phases, 100 MB sequential
-I/O and cached open+read+close latency, on a memvault mount, a plain
-directory and (when apt can install it) gocryptfs, in the same run.
+"""Filesystem figures for BENCHMARKS.md, interleaved: ext4, gocryptfs, memvault and
+the plain pyfuse3 + trio memfs (scripts/memfs.py, the floor of the binding;
+also with FLUSH answered ENOSYS) all mounted at once, every phase run on each
+in turn, in an order that rotates from round to round; medians over the
+rounds. The machine is shared: same-run ratios hold where absolute times move.
 
-Usage: scripts/bench fs [--files 2000] [--big-mb 100]
+Per round: 2,000 Markdown files of 0.5-3 KB in 20 directories (create, ls
+-lR, read all, grep -rl, append to 500, atomic-save 200, rm -rf), then one
+100 MB file written and read back after dropping the page cache, then the
+median of 1,000 cached open+read+close. The daemon's CPU seconds during each
+phase are printed beside (for memvault, background embedding included when
+it ran in that window; the total per round is printed too).
+
+Usage: scripts/bench fs [--rounds 3] [--files 2000] [--big-mb 100] [--dir DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import random
 import shutil
@@ -17,8 +27,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -26,91 +38,106 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from synthetic import note  # noqa: E402
 
 PASSPHRASE = "benchmark passphrase"
+SMALL_PHASES = [
+    "create",
+    "ls -lR",
+    "read all",
+    "grep -rl",
+    "append to 500",
+    "atomic-save 200",
+    "rm -rf",
+]
+BIG_PHASES = ["write {mb} MB", "read {mb} MB"]
+LATENCY = "open+read+close, median µs"
+TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def timed(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
+@dataclass
+class Target:
+    name: str
+    root: Path
+    pid: int | None  # the daemon, for its CPU time (None: the kernel's own ext4)
+
+    def cpu(self) -> float:
+        if self.pid is None:
+            return 0.0
+        try:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+class Workload:
+    """The same files and contents for every target."""
+
+    def __init__(self, count: int, megabytes: int) -> None:
+        rng = random.Random(5)
+        self.names = [Path(f"d{i % 20:02d}") / f"note-{i:05d}.md" for i in range(count)]
+        self.contents = [note(rng, rng.randint(500, 3000)) for _ in self.names]
+        self.megabytes = megabytes
+        self.chunk = os.urandom(1 << 20)
+
+    def phase(self, name: str, base: Path) -> Callable[[], object]:
+        files = [base / n for n in self.names]
+        big = base / "big.bin"
+
+        def create() -> None:
+            for d in sorted({f.parent for f in files}):
+                d.mkdir(parents=True)
+            for path, data in zip(files, self.contents, strict=True):
+                with open(path, "wb") as f:
+                    f.write(data)
+
+        def read_all() -> None:
+            for path in files:
+                with open(path, "rb") as f:
+                    f.read()
+
+        def append() -> None:
+            for path in files[:500]:
+                with open(path, "ab") as f:
+                    f.write(b"\n- appended line\n")
+
+        def atomic_save() -> None:
+            for path in files[500:700]:
+                tmp = path.with_name(f".{path.name}.tmp")
+                with open(tmp, "wb") as f:
+                    f.write(b"# rewritten\n" + os.urandom(8).hex().encode() * 60)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.rename(tmp, path)
+
+        def write_big() -> None:
+            with open(big, "wb") as f:
+                for _ in range(self.megabytes):
+                    f.write(self.chunk)
+
+        def read_big() -> None:
+            with open(big, "rb") as f:
+                while f.read(1 << 20):
+                    pass
+
+        def run(*cmd: str) -> Callable[[], object]:
+            return lambda: subprocess.run(cmd, stdout=subprocess.DEVNULL, check=False)
+
+        return {
+            "create": create,
+            "ls -lR": run("ls", "-lR", str(base)),
+            "read all": read_all,
+            "grep -rl": run("grep", "-rl", "ticket 4242", str(base)),
+            "append to 500": append,
+            "atomic-save 200": atomic_save,
+            "rm -rf": run("rm", "-rf", *[str(base / f"d{i:02d}") for i in range(20)]),
+            f"write {self.megabytes} MB": write_big,
+            f"read {self.megabytes} MB": read_big,
+        }[name]
 
 
 def drop_caches() -> None:
     os.sync()
     with contextlib.suppress(OSError):  # not root: reads may come from the page cache
         Path("/proc/sys/vm/drop_caches").write_text("3\n")
-
-
-def small_file_phases(root: Path, count: int) -> dict[str, float]:
-    rng = random.Random(5)
-    files = [root / f"d{i % 20:02d}" / f"note-{i:05d}.md" for i in range(count)]
-    contents = [note(rng, rng.randint(500, 3000)) for _ in files]
-    results: dict[str, float] = {}
-
-    def create() -> None:
-        for d in {f.parent for f in files}:
-            d.mkdir()
-        for path, data in zip(files, contents, strict=True):
-            with open(path, "wb") as f:
-                f.write(data)
-
-    def read_all() -> None:
-        for path in files:
-            with open(path, "rb") as f:
-                f.read()
-
-    def append() -> None:
-        for path in files[:500]:
-            with open(path, "ab") as f:
-                f.write(b"\n- appended line\n")
-
-    def atomic_save() -> None:
-        for path in files[500:700]:
-            tmp = path.with_name(f".{path.name}.tmp")
-            with open(tmp, "wb") as f:
-                f.write(b"# rewritten\n" + os.urandom(8).hex().encode() * 60)
-                f.flush()
-                os.fsync(f.fileno())
-            os.rename(tmp, path)
-
-    def remove_all() -> None:
-        for path in files:
-            path.unlink()
-        for d in {f.parent for f in files}:
-            d.rmdir()
-
-    results[f"create {count} files in 20 dirs"] = timed(create)
-    results["ls -lR"] = timed(
-        lambda: subprocess.run(["ls", "-lR", str(root)], stdout=subprocess.DEVNULL, check=True)
-    )
-    results["read all"] = timed(read_all)
-    results["grep -rl"] = timed(
-        lambda: subprocess.run(["grep", "-rl", "ticket 4242", str(root)], stdout=subprocess.DEVNULL)
-    )
-    results["append to 500"] = timed(append)
-    results["atomic-save 200"] = timed(atomic_save)
-    results["rm all"] = timed(remove_all)
-    return results
-
-
-def big_file(root: Path, megabytes: int) -> dict[str, float]:
-    chunk = os.urandom(1 << 20)
-    path = root / "big.bin"
-
-    def write() -> None:
-        with open(path, "wb") as f:
-            for _ in range(megabytes):
-                f.write(chunk)
-
-    def read() -> None:
-        with open(path, "rb") as f:
-            while f.read(1 << 20):
-                pass
-
-    results = {f"write {megabytes} MB": timed(write)}
-    drop_caches()
-    results[f"read {megabytes} MB"] = timed(read)
-    path.unlink()
-    return results
 
 
 def open_read_close(root: Path, n: int = 1000) -> float:
@@ -125,55 +152,69 @@ def open_read_close(root: Path, n: int = 1000) -> float:
             f.read()
         samples.append(time.perf_counter() - start)
     path.unlink()
-    return statistics.median(samples)
+    return statistics.median(samples) * 1e6
 
 
-def run_all(root: Path, count: int, megabytes: int) -> dict[str, float]:
-    results = small_file_phases(root, count)
-    results.update(big_file(root, megabytes))
-    results["open+read+close (median of 1000, µs)"] = open_read_close(root) * 1e6
-    return results
+# -- the targets --------------------------------------------------------------------
+
+
+def wait_mounted(mnt: Path, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not os.path.ismount(mnt):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{mnt} did not mount")
+        time.sleep(0.05)
 
 
 @contextmanager
-def memvault_mount(work: Path):
+def memvault_mount(work: Path) -> Iterator[Target]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_")}
     env.update(
         MEMVAULT_VAULT=str(work / "vault" / "memory.vault"),
         MEMVAULT_PASSPHRASE=PASSPHRASE,
         XDG_RUNTIME_DIR=str(work / "run"),
     )
-    (work / "run").mkdir()
+    (work / "run").mkdir(mode=0o700)
     mnt = work / "memvault-mnt"
     cli = [sys.executable, "-m", "memvault"]
     subprocess.run([*cli, "init"], env=env, check=True, capture_output=True)
     subprocess.run([*cli, "unlock", str(mnt)], env=env, check=True, capture_output=True)
+    done = subprocess.run([*cli, "status", "--json"], env=env, check=True, capture_output=True)
+    pid = json.loads(done.stdout)["daemon_pid"]
     try:
-        yield mnt
+        yield Target("memvault", mnt, pid)
     finally:
         subprocess.run([*cli, "lock", str(mnt)], env=env, capture_output=True)
 
 
 @contextmanager
-def gocryptfs_mount(work: Path):
+def gocryptfs_mount(work: Path) -> Iterator[Target]:
     cipher, mnt, passfile = work / "gocryptfs-cipher", work / "gocryptfs-mnt", work / "pass"
     cipher.mkdir()
     mnt.mkdir()
     passfile.write_text(PASSPHRASE)
-    subprocess.run(
-        ["gocryptfs", "-init", "-q", "-passfile", str(passfile), str(cipher)],
-        check=True,
-        capture_output=True,
-    )
-    subprocess.run(
-        ["gocryptfs", "-q", "-passfile", str(passfile), str(cipher), str(mnt)],
-        check=True,
-        capture_output=True,
-    )
+    quiet = {"check": True, "capture_output": True}
+    subprocess.run(["gocryptfs", "-init", "-q", "-passfile", str(passfile), str(cipher)], **quiet)
+    subprocess.run(["gocryptfs", "-q", "-passfile", str(passfile), str(cipher), str(mnt)], **quiet)
+    pid = int(subprocess.run(["pgrep", "-n", "gocryptfs"], **quiet, text=True).stdout.split()[0])
     try:
-        yield mnt
+        yield Target("gocryptfs", mnt, pid)
     finally:
         subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+
+
+@contextmanager
+def memfs_mount(work: Path, no_flush: bool = False) -> Iterator[Target]:
+    mnt = work / ("memfs-noflush-mnt" if no_flush else "memfs-mnt")
+    mnt.mkdir()
+    script = Path(__file__).resolve().parent / "memfs.py"
+    daemon = subprocess.Popen([sys.executable, str(script), str(mnt), *["--no-flush"] * no_flush])
+    try:
+        wait_mounted(mnt)
+        yield Target("memfs, FLUSH ENOSYS" if no_flush else "pyfuse3 memfs", mnt, daemon.pid)
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+        daemon.wait(timeout=30)
 
 
 def have_gocryptfs() -> bool:
@@ -187,36 +228,93 @@ def have_gocryptfs() -> bool:
     return done.returncode == 0 and shutil.which("gocryptfs") is not None
 
 
+# -- the run ------------------------------------------------------------------------
+
+
+def measure(targets: list[Target], workload: Workload, rounds: int):
+    times: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    cpu: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    phases = SMALL_PHASES + [p.format(mb=workload.megabytes) for p in BIG_PHASES]
+    for r in range(rounds):
+        order = targets[r % len(targets) :] + targets[: r % len(targets)]
+        print(f"round {r + 1}/{rounds}: " + ", ".join(t.name for t in order), file=sys.stderr)
+        start_cpu = {t.name: t.cpu() for t in order}
+        for phase in phases:
+            for t in order:
+                if phase.startswith("read ") and phase.endswith(" MB"):
+                    drop_caches()
+                base = t.root / f"round-{r}"
+                base.mkdir(exist_ok=True)
+                fn = workload.phase(phase, base)
+                before = t.cpu()
+                started = time.perf_counter()
+                fn()
+                times[t.name][phase].append(time.perf_counter() - started)
+                cpu[t.name][phase].append(t.cpu() - before)
+        for t in order:
+            times[t.name][LATENCY].append(open_read_close(t.root / f"round-{r}"))
+            (t.root / f"round-{r}" / "big.bin").unlink()
+            (t.root / f"round-{r}").rmdir()
+            cpu[t.name]["round"].append(t.cpu() - start_cpu[t.name])
+    return phases, times, cpu
+
+
+def report(targets: list[Target], phases: list[str], times, cpu, rounds: int) -> None:
+    names = [t.name for t in targets]
+    med = {n: {p: statistics.median(v) for p, v in times[n].items()} for n in names}
+    cmed = {n: {p: statistics.median(v) for p, v in cpu[n].items()} for n in names}
+    peer = "gocryptfs" if "gocryptfs" in names else names[0]
+    print(
+        f"# memvault filesystem benchmark ({time.strftime('%Y-%m-%d')}, "
+        f"{rounds} interleaved rounds, medians)\n"
+    )
+    print("Times in ms; x = ratio to " + peer + "; CPU = the daemon's CPU seconds in the phase.\n")
+    header = ["phase", *names, "memvault CPU s", f"{peer} CPU s"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+
+    def cell(name: str, value: float, against: float) -> str:
+        if name in (peer, "ext4"):
+            return f"{value:,.0f}"
+        return f"{value:,.0f} ({value / against:.2f}x)"
+
+    sums = {n: 0.0 for n in names}
+    for phase_key in phases:
+        row = [phase_key]
+        for n in names:
+            value = med[n][phase_key] * 1e3
+            sums[n] += value
+            row.append(cell(n, value, med[peer][phase_key] * 1e3))
+        row += [f"{cmed['memvault'][phase_key]:.2f}", f"{cmed[peer][phase_key]:.2f}"]
+        print("| " + " | ".join(row) + " |")
+    row = ["**sum**"] + [cell(n, sums[n], sums[peer]) for n in names]
+    row += [f"{cmed['memvault']['round']:.1f} (round)", f"{cmed[peer]['round']:.1f} (round)"]
+    print("| " + " | ".join(row) + " |")
+    row = [LATENCY] + [cell(n, med[n][LATENCY], med[peer][LATENCY]) for n in names] + ["", ""]
+    print("| " + " | ".join(row) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--files", type=int, default=2000)
     parser.add_argument("--big-mb", type=int, default=100)
     parser.add_argument("--dir", help="where to work (default: a temp dir on the disk of /var/tmp)")
     args = parser.parse_args()
-    columns: dict[str, dict[str, float]] = {}
+    workload = Workload(args.files, args.big_mb)
     with tempfile.TemporaryDirectory(dir=args.dir or "/var/tmp") as tmp:
         work = Path(tmp)
-        plain = work / "plain"
+        plain = work / "ext4"
         plain.mkdir()
-        columns["plain dir"] = run_all(plain, args.files, args.big_mb)
-        with memvault_mount(work) as mnt:
-            columns["memvault"] = run_all(mnt, args.files, args.big_mb)
-        if have_gocryptfs():
-            with gocryptfs_mount(work) as mnt:
-                columns["gocryptfs"] = run_all(mnt, args.files, args.big_mb)
-    print(f"# memvault filesystem benchmark ({time.strftime('%Y-%m-%d')})\n")
-    names = list(columns)
-    header = ["phase", *[f"{n} (s)" for n in names], "memvault / plain"]
-    if "gocryptfs" in columns:
-        header.append("memvault / gocryptfs")
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for phase in columns["plain dir"]:
-        row = [phase] + [f"{columns[n][phase]:.3f}" for n in names]
-        row.append(f"{columns['memvault'][phase] / columns['plain dir'][phase]:.1f}x")
-        if "gocryptfs" in columns:
-            row.append(f"{columns['memvault'][phase] / columns['gocryptfs'][phase]:.2f}x")
-        print("| " + " | ".join(row) + " |")
+        with contextlib.ExitStack() as stack:
+            targets = [Target("ext4", plain, None)]
+            if have_gocryptfs():
+                targets.append(stack.enter_context(gocryptfs_mount(work)))
+            targets.append(stack.enter_context(memvault_mount(work)))
+            targets.append(stack.enter_context(memfs_mount(work)))
+            targets.append(stack.enter_context(memfs_mount(work, no_flush=True)))
+            phases, times, cpu = measure(targets, workload, args.rounds)
+    report(targets, phases, times, cpu, args.rounds)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,13 @@
 """Search over an unlocked vault: keeps the hybrid index in step with the vault.
 
-Every memory written is indexed by its words at once (read-your-writes);
-its embedding is computed by a background thread, off the request path.
-Results name records, not paths: a renamed memory is found under its new
-path, a shredded one never again.
+The file system's CPU comes first. A change only marks its record as
+changed (a dict update on the writer's thread); the words of changed
+records are indexed by the next query before it runs (read-your-writes) or,
+once they have been quiet for ``quiet`` seconds, by the background workers,
+which then embed them in batches at the lowest CPU priority (SCHED_IDLE). A
+burst of writes never waits for the model, and a file rewritten fifty times
+is chunked and embedded once. Results name records, not paths: a renamed
+memory is found under its new path, a shredded one never again.
 
 Each record's chunk vectors are stored in the vault, sealed under that
 record's own key and bound to its body generation (Vault.put_derived), so
@@ -13,7 +17,9 @@ from the decrypted bodies.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -21,7 +27,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import paths
-from ..errors import ModelMismatch
+from ..errors import MemoryNotFound, ModelMismatch
 from ..index.hybrid import Hit, HybridIndex
 from ..index.vectors import HNSW_THRESHOLD, GraphBuild
 from ..vault import Vault
@@ -33,6 +39,9 @@ from .stored import decode_vectors, encode_vectors
 log = logging.getLogger("memvault.search")
 
 EMBED_BATCH = 16
+QUIET_S = 2.0
+"""Seconds a memory is left alone before it is embedded (and indexed, if no query came)."""
+POLL_S = 0.25
 INDEXED_SUFFIXES = (".md", ".markdown", ".txt")
 MAX_INDEXED_BYTES = 4 << 20
 
@@ -50,7 +59,14 @@ class SearchService:
     """
 
     def __init__(
-        self, vault: Vault, make_embedder: Callable, dim: int, *, hnsw_threshold: int | None = None
+        self,
+        vault: Vault,
+        make_embedder: Callable,
+        dim: int,
+        *,
+        hnsw_threshold: int | None = None,
+        workers: int = 1,
+        quiet: float = QUIET_S,
     ) -> None:
         self.vault = vault
         self._make_embedder = make_embedder
@@ -61,13 +77,20 @@ class SearchService:
         self._hnsw_threshold = hnsw_threshold or HNSW_THRESHOLD
         self.index = HybridIndex(dim, hnsw_threshold=self._hnsw_threshold)
         self._body_gen: dict[bytes, int] = {}  # the body each record was indexed from
-        self._in_flight = False  # a batch is being embedded or stored
+        # Records changed since their words were indexed, and records changed
+        # in the last ``quiet`` seconds, each in order of its last change.
+        self._changed: dict[bytes, float] = {}
+        self._touched: dict[bytes, float] = {}
+        self._claimed: set[int] = set()  # chunks a worker is embedding
+        self._in_flight = 0  # batches being embedded or stored
         self._loading = False  # index_all is running: build no HNSW graph yet
         self._building_graph = False
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)
         self._stopping = False
-        self._thread: threading.Thread | None = None
+        self._workers = workers
+        self._quiet = quiet
+        self._threads: list[threading.Thread] = []
         vault.add_listener(self._on_change)
 
     def _loaded(self):
@@ -104,7 +127,7 @@ class SearchService:
             with self._work:
                 self._loading = False
                 self._maybe_build_graph()
-                self._work.notify()
+                self._work.notify_all()
 
     def _load_all(self, pinned: str | None) -> None:
         for meta in self.vault.walk():
@@ -135,7 +158,7 @@ class SearchService:
         started service (the daemon's) builds one: a one-shot search would
         exit before it is done.
         """
-        if self._loading or self._stopping or self._thread is None:
+        if self._loading or self._stopping or not self._threads:
             return
         job = self.index.plan_graph()
         if job is None:
@@ -156,44 +179,46 @@ class SearchService:
                 self._building_graph = False
 
     def _on_change(self, kind: str, record_id: bytes, path: str, data: bytes | None) -> None:
-        if kind == "move":
-            self._on_move(record_id, path)
-            return
-        meta = self.vault.by_record_id(record_id) if kind == "put" else None
+        """A record changed (put, move, delete): noted, nothing more on the writer's thread."""
+        now = time.monotonic()
         with self._work:
-            if kind == "put" and data is not None and indexable(path, len(data)):
-                self.index.put(record_id, data.decode("utf-8", errors="replace"))
-                if meta is not None:
-                    self._body_gen[record_id] = meta.body_gen
-                self._work.notify()
-            elif kind in ("put", "delete"):
-                self.index.remove(record_id)
-                self._body_gen.pop(record_id, None)
+            for pending in (self._changed, self._touched):
+                pending.pop(record_id, None)  # to the end: the order of last change
+                pending[record_id] = now
+            self._work.notify_all()
 
-    def _on_move(self, record_id: bytes, path: str) -> None:
-        """A rename can make a file indexable (`x.tmp` -> `x.md`) or not any more."""
+    def _index_changed(self, *, quiet_since: float | None = None, limit: int | None = None):
+        """Index the words of changed records (lock held): all of them, or those
+        unchanged since ``quiet_since``, at most ``limit``."""
+        done = 0
+        while self._changed and (limit is None or done < limit):
+            record_id, when = next(iter(self._changed.items()))
+            if quiet_since is not None and when > quiet_since:
+                return
+            del self._changed[record_id]
+            self._index_record(record_id)
+            done += 1
+
+    def _index_record(self, record_id: bytes) -> None:
+        """The record's words as they are now in the vault (lock held)."""
         meta = self.vault.by_record_id(record_id)
-        if meta is None:
-            return
-        if not indexable(path, meta.size):
-            with self._work:
-                self.index.remove(record_id)
-                self._body_gen.pop(record_id, None)
+        if meta is None or meta.type != FILE or not indexable(meta.path, meta.size):
+            self.index.remove(record_id)  # shredded, or renamed away from .md
+            self._body_gen.pop(record_id, None)
             return
         if self._body_gen.get(record_id) == meta.body_gen:
-            return  # already indexed: the index follows record ids, not names
+            return  # renamed or re-stamped: the index follows record ids, not names
         try:
-            text = self.vault.get(path).decode("utf-8", errors="replace")
+            text = self.vault.get_record(record_id).decode("utf-8", errors="replace")
+        except MemoryNotFound:
+            self.index.remove(record_id)
+            self._body_gen.pop(record_id, None)
+            return
         except Exception as exc:  # a damaged memory is reported when read
             log.warning("not indexed: %s", type(exc).__name__)
             return
-        with self._work:
-            current = self.vault.by_record_id(record_id)
-            if current is None or current.body_gen != meta.body_gen:
-                return  # rewritten meanwhile: that put indexed the newer body
-            self.index.put(record_id, text)
-            self._body_gen[record_id] = meta.body_gen
-            self._work.notify()
+        self.index.put(record_id, text)
+        self._body_gen[record_id] = meta.body_gen
 
     def reindex(self) -> str:
         """Re-pin the vault to the installed model and rebuild the index; return its hash."""
@@ -206,54 +231,91 @@ class SearchService:
         with self._work:
             self.index = HybridIndex(self._dim, hnsw_threshold=self._hnsw_threshold)
             self._body_gen.clear()
+            self._claimed.clear()
         self.index_all()
         return embedder.model_sha256
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._embed_loop, name="embedder", daemon=True)
-        self._thread.start()
+        for n in range(self._workers):
+            thread = threading.Thread(target=self._embed_loop, name=f"embedder-{n}", daemon=True)
+            self._threads.append(thread)
+            thread.start()
 
     def stop(self) -> None:
         with self._work:
             self._stopping = True
-            self._work.notify()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
+            self._work.notify_all()
+        for thread in self._threads:
+            thread.join(timeout=30)
 
     def catch_up(self) -> None:
         """Index every memory and embed it in the caller's thread (a one-shot search)."""
         self.index_all()
         while True:
             with self._lock:
+                self._index_changed()
                 batch = self.index.pending_batch(4 * EMBED_BATCH)
             if not batch:
                 return
             self._absorb(batch, self._embed(list(batch.values())))
 
     def _embed_loop(self) -> None:
+        """A worker: index and embed what has been quiet, at the lowest CPU priority."""
+        lower_priority()
         while True:
             with self._work:
-                while not self.index.pending and not self._stopping:
-                    self._work.wait()
-                if self._stopping:
-                    return
-                batch = self.index.pending_batch(EMBED_BATCH)
-                self._in_flight = True
+                batch = self._next_batch()
+                while batch is None:
+                    if self._stopping:
+                        return
+                    self._work.wait(POLL_S if self._touched or self._changed else None)
+                    batch = self._next_batch()
+                self._claimed.update(batch)
+                self._in_flight += 1
             try:
                 vectors = self._embed(list(batch.values()))
             except ModelMismatch:
                 with self._work:  # wait for `memvault reindex` (or more work) and retry
-                    self._in_flight = False
+                    self._release(batch)
                     self._work.wait()
                 continue
             except Exception as exc:
                 log.error("embedding failed: %s", type(exc).__name__)
                 with self._lock:
-                    self._in_flight = False
+                    self._release(batch)
                 return
-            self._absorb(batch, vectors)
-            with self._lock:
-                self._in_flight = False
+            try:
+                self._absorb(batch, vectors)
+            finally:
+                with self._lock:
+                    self._release(batch)
+
+    def _next_batch(self) -> dict[int, str] | None:
+        """Up to EMBED_BATCH quiet chunks nobody embeds yet, shortest first (lock held)."""
+        if self._stopping:
+            return None
+        quiet_since = time.monotonic() - self._quiet
+        while self._touched:  # forget what has been quiet long enough
+            record_id, when = next(iter(self._touched.items()))
+            if when > quiet_since:
+                break
+            del self._touched[record_id]
+        self._index_changed(quiet_since=quiet_since, limit=EMBED_BATCH)
+        batch = {}
+        for chunk_id, text in self.index.pending.items():
+            if chunk_id in self._claimed or self.index.record_of(chunk_id) in self._touched:
+                continue
+            batch[chunk_id] = text
+            if len(batch) == EMBED_BATCH:
+                break
+        if not batch:
+            return None
+        return dict(sorted(batch.items(), key=lambda item: len(item[1])))  # less padding
+
+    def _release(self, batch: dict[int, str]) -> None:
+        self._claimed.difference_update(batch)
+        self._in_flight -= 1
+        self._work.notify_all()  # what is left may be another worker's next batch
 
     def _absorb(self, batch: dict[int, str], vectors: np.ndarray) -> None:
         """Add a batch's vectors to the index and store them, sealed, in the vault."""
@@ -289,6 +351,8 @@ class SearchService:
         with self._lock:
             if self._loading:
                 return "loading memories"
+            if self._changed:
+                return f"indexing {len(self._changed):,} changed memory(ies)"
             if self.index.pending or self._in_flight:
                 return f"embedding {len(self.index.pending):,} chunk(s)"
             if self._building_graph:
@@ -300,7 +364,8 @@ class SearchService:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self._lock:
-                if not self.index.pending and not self._in_flight and not self._building_graph:
+                idle = not (self._changed or self.index.pending or self._in_flight)
+                if idle and not self._building_graph:
                     return True
             time.sleep(0.01)
         return False
@@ -316,8 +381,9 @@ class SearchService:
             return meta is not None and paths.is_within(meta.path, prefix)
 
         allowed = within_prefix if prefix else None  # shredded records are skipped below
-        vector = self._embed([query.text])[0]  # outside the lock: ~10 ms
+        vector = self._embed([query.text])[0]  # outside the lock: ~3 ms
         with self._lock:
+            self._index_changed()  # read-your-writes: every closed memory by its words
             hits: list[Hit] = self.index.search(query.text, vector, query.k, allowed=allowed)
         results = []
         for rank, hit in enumerate(hits, start=1):
@@ -337,3 +403,13 @@ class SearchService:
                 )
             )
         return results
+
+
+def lower_priority() -> None:
+    """This thread (not the process) at the lowest CPU priority: it runs on
+    cores the file system leaves idle (Linux: SCHED_IDLE, else nice 19)."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):
+        with contextlib.suppress(AttributeError, OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)

@@ -40,3 +40,34 @@ def test_bm25_ranks_rare_exact_tokens_and_forgets_removed_documents():
     assert index.search("kubernetes")[0][0] == 1
     assert len(index) == 3
     assert [d for d, _ in index.search("release notes kubernetes", allowed={1})] == [1]
+
+
+def test_removed_documents_score_as_if_never_added_before_and_after_a_purge():
+    """Removal marks a document dead; scores must equal those of an index that
+    never held it, whether or not its postings were purged yet."""
+    import random
+
+    rng = random.Random(7)
+    words = [f"w{i}" for i in range(40)]
+    docs = {i: " ".join(rng.choices(words, k=rng.randint(3, 30))) for i in range(1, 400)}
+    index = BM25()
+    index.PURGE_MIN = 200  # purge several times along the way
+    for doc_id, text in docs.items():
+        index.add(doc_id, text)
+    alive = dict(docs)
+    purged = 0
+    for doc_id in rng.sample(sorted(docs), 300):
+        index.remove(doc_id)
+        del alive[doc_id]
+        purged += index._dead_postings == 0
+        if len(alive) % 50 == 0:
+            fresh = BM25()
+            for d, text in alive.items():
+                fresh.add(d, text)
+            for query in ("w1 w2", "w7", "w3 w30 w39"):
+                got = index.search(query, k=500)
+                want = fresh.search(query, k=500)
+                assert [d for d, _ in got] == [d for d, _ in want]
+                assert all(abs(a - b) < 1e-4 for (_, a), (_, b) in zip(got, want, strict=True))
+    assert purged, "the dead postings were purged at least once"
+    assert len(index) == len(alive)

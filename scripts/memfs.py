@@ -1,0 +1,206 @@
+"""The simplest filesystem on memvault's stack, as a benchmark peer: pyfuse3 +
+trio, everything in memory, no crypto, the same kernel cache settings as
+memvault (60 s entry and attribute timeouts, keep_cache, readdirplus). What
+it costs is the floor the binding sets; what memvault costs above it is ours.
+
+Usage: python scripts/memfs.py MOUNTPOINT [--no-flush]
+  --no-flush   answer FLUSH with ENOSYS (the kernel stops sending it)
+Runs until unmounted (fusermount3 -u) or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import itertools
+import os
+import signal
+import stat
+import time
+
+import pyfuse3
+import trio
+
+TIMEOUT = 60.0
+
+
+class Node:
+    def __init__(self, inode: int, mode: int) -> None:
+        self.inode = inode
+        self.mode = mode
+        self.data = bytearray()
+        self.children: dict[bytes, Node] = {}
+        self.mtime = self.ctime = time.time_ns()
+        self.uid, self.gid = os.getuid(), os.getgid()
+
+    def attrs(self) -> pyfuse3.EntryAttributes:
+        a = pyfuse3.EntryAttributes()
+        a.st_ino = self.inode
+        a.entry_timeout = a.attr_timeout = TIMEOUT
+        a.st_mode = self.mode
+        a.st_nlink = 2 if stat.S_ISDIR(self.mode) else 1
+        a.st_size = len(self.data)
+        a.st_uid, a.st_gid = self.uid, self.gid
+        a.st_blksize = 4096
+        a.st_blocks = (len(self.data) + 511) // 512
+        a.st_atime_ns = a.st_mtime_ns = self.mtime
+        a.st_ctime_ns = self.ctime
+        return a
+
+
+class MemFS(pyfuse3.Operations):
+    supports_dot_lookup = False
+    enable_writeback_cache = False
+
+    def __init__(self, no_flush: bool) -> None:
+        super().__init__()
+        self.no_flush = no_flush
+        self.inodes = {pyfuse3.ROOT_INODE: Node(pyfuse3.ROOT_INODE, stat.S_IFDIR | 0o755)}
+        self.ids = itertools.count(pyfuse3.ROOT_INODE + 1)
+        self.dirs: dict[int, list[tuple[bytes, Node]]] = {}
+        self.dir_ids = itertools.count(1)
+
+    def node(self, inode: int) -> Node:
+        try:
+            return self.inodes[inode]
+        except KeyError:
+            raise pyfuse3.FUSEError(errno.ENOENT) from None
+
+    async def lookup(self, parent_inode, name, ctx=None):
+        child = self.node(parent_inode).children.get(name)
+        if child is None:
+            missing = pyfuse3.EntryAttributes()
+            missing.st_ino = 0
+            missing.entry_timeout = TIMEOUT
+            return missing
+        return child.attrs()
+
+    async def getattr(self, inode, ctx=None):
+        return self.node(inode).attrs()
+
+    async def setattr(self, inode, attr, fields, fh, ctx):
+        node = self.node(inode)
+        if fields.update_size:
+            del node.data[attr.st_size :]
+            node.data.extend(bytes(attr.st_size - len(node.data)))
+            node.mtime = time.time_ns()
+        if fields.update_mode:
+            node.mode = stat.S_IFMT(node.mode) | stat.S_IMODE(attr.st_mode)
+        if fields.update_mtime:
+            node.mtime = attr.st_mtime_ns
+        node.ctime = time.time_ns()
+        return node.attrs()
+
+    def _new(self, parent_inode: int, name: bytes, mode: int) -> Node:
+        parent = self.node(parent_inode)
+        if name in parent.children:
+            raise pyfuse3.FUSEError(errno.EEXIST)
+        node = Node(next(self.ids), mode)
+        self.inodes[node.inode] = node
+        parent.children[name] = node
+        parent.mtime = parent.ctime = time.time_ns()
+        return node
+
+    async def mkdir(self, parent_inode, name, mode, ctx):
+        return self._new(parent_inode, name, stat.S_IFDIR | stat.S_IMODE(mode)).attrs()
+
+    async def create(self, parent_inode, name, mode, flags, ctx):
+        node = self._new(parent_inode, name, stat.S_IFREG | stat.S_IMODE(mode))
+        return pyfuse3.FileInfo(fh=node.inode, keep_cache=True), node.attrs()
+
+    async def open(self, inode, flags, ctx):
+        node = self.node(inode)
+        if flags & os.O_TRUNC:
+            node.data.clear()
+        return pyfuse3.FileInfo(fh=inode, keep_cache=not flags & os.O_TRUNC)
+
+    async def read(self, fh, off, size):
+        return bytes(self.node(fh).data[off : off + size])
+
+    async def write(self, fh, off, buf):
+        data = self.node(fh).data
+        if off > len(data):
+            data.extend(bytes(off - len(data)))
+        data[off : off + len(buf)] = buf
+        return len(buf)
+
+    async def flush(self, fh):
+        if self.no_flush:
+            raise pyfuse3.FUSEError(errno.ENOSYS)
+
+    async def release(self, fh):
+        pass
+
+    async def unlink(self, parent_inode, name, ctx):
+        parent = self.node(parent_inode)
+        node = parent.children.pop(name)
+        self.inodes.pop(node.inode, None)
+        parent.mtime = parent.ctime = time.time_ns()
+
+    async def rmdir(self, parent_inode, name, ctx):
+        parent = self.node(parent_inode)
+        if parent.children[name].children:
+            raise pyfuse3.FUSEError(errno.ENOTEMPTY)
+        await self.unlink(parent_inode, name, ctx)
+
+    async def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):
+        node = self.node(parent_inode_old).children.pop(name_old)
+        target = self.node(parent_inode_new)
+        replaced = target.children.pop(name_new, None)
+        if replaced is not None:
+            self.inodes.pop(replaced.inode, None)
+        target.children[name_new] = node
+
+    async def opendir(self, inode, ctx):
+        fh = next(self.dir_ids)
+        self.dirs[fh] = sorted(self.node(inode).children.items())
+        return fh
+
+    async def readdir(self, fh, start_id, token):
+        entries = self.dirs[fh]
+        for index in range(start_id, len(entries)):
+            name, node = entries[index]
+            if not pyfuse3.readdir_reply(token, name, node.attrs(), index + 1):
+                break
+
+    async def releasedir(self, fh):
+        self.dirs.pop(fh, None)
+
+    async def statfs(self, ctx):
+        out = pyfuse3.StatvfsData()
+        out.f_bsize = out.f_frsize = 4096
+        out.f_blocks = out.f_bfree = out.f_bavail = 1 << 20
+        out.f_files = out.f_ffree = out.f_favail = 1 << 20
+        out.f_namemax = 255
+        return out
+
+
+async def _main() -> None:
+    async with trio.open_nursery() as nursery:
+
+        async def stop_on_signal() -> None:
+            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
+                async for _ in received:
+                    pyfuse3.terminate()
+                    return
+
+        nursery.start_soon(stop_on_signal)
+        await pyfuse3.main(min_tasks=8, max_tasks=64)
+        nursery.cancel_scope.cancel()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mountpoint")
+    parser.add_argument("--no-flush", action="store_true")
+    args = parser.parse_args()
+    options = set(pyfuse3.default_options) | {"fsname=memfs", "noatime"}
+    pyfuse3.init(MemFS(args.no_flush), args.mountpoint, options)
+    try:
+        trio.run(_main)
+    finally:
+        pyfuse3.close(unmount=True)
+
+
+if __name__ == "__main__":
+    main()
