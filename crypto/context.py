@@ -27,6 +27,7 @@ class Kind(enum.IntEnum):
     INDEX = 8  # persisted search index structures
     SNAPSHOT = 10  # sealed snapshot of the unlocked index (ids, keys, metadata)
     GENERATION = 11  # a record's generation, apart from its metadata (damage accounting)
+    CHUNK = 12  # one 64 KiB chunk of a large file's content
 
 
 class Binding:

@@ -1,40 +1,45 @@
-"""Open files: one shared buffer per open inode, committed on close.
+"""Open files: one shared state per open inode.
 
-All handles of an inode share its buffer, so a write through one is read
-through another at once. The buffer is loaded on first read or write and
-committed to the vault when a handle is flushed (close) or fsynced; the
-kernel's close() returns only after that commit, so nothing closed is lost
-if the daemon dies.
+Every write() is committed to the vault (journaled) before it returns, so
+there is nothing to save at close: the kernel is told not to send FLUSH,
+and a killed daemon loses no write that returned. What a state keeps is the
+plaintext of the chunks used last (reads and partial writes of a chunk need
+not decrypt it again), and, for a file shredded while open, its content.
 """
 
 from __future__ import annotations
 
 import itertools
-import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
+
+CACHED_CHUNKS = 32
+"""Chunks (64 KiB each) kept decrypted per open file: 2 MiB at most."""
 
 
 @dataclass
 class OpenFile:
     record_id: bytes
-    data: bytearray | None = None  # None until first needed
-    dirty: bool = False
     handles: set[int] = field(default_factory=set)
-    unlinked: bool = False  # shredded while open: reads go on, nothing is saved
-    committing: bytearray | None = None  # the buffer a commit is encrypting, not copied
-    lock: threading.Lock = field(default_factory=threading.Lock)  # guards the two above
+    unlinked: bool = False  # shredded while open: reads go on from ``kept``, nothing is saved
+    kept: bytes = b""
+    _chunks: OrderedDict[int, bytearray] = field(default_factory=OrderedDict)
 
-    def writable(self) -> bytearray:
-        """The buffer to change in place (call with ``lock`` held).
+    def chunk(self, index: int) -> bytearray | None:
+        found = self._chunks.get(index)
+        if found is not None:
+            self._chunks.move_to_end(index)
+        return found
 
-        A commit encrypts the buffer itself rather than a copy of it (a copy
-        of a 256 MiB file costs 256 MiB more), so a change arriving meanwhile
-        goes to a copy instead of resizing the buffer under the encryption.
-        """
-        assert self.data is not None
-        if self.data is self.committing:
-            self.data = bytearray(self.data)
-        return self.data
+    def remember(self, index: int, content: bytearray) -> None:
+        self._chunks[index] = content
+        self._chunks.move_to_end(index)
+        while len(self._chunks) > CACHED_CHUNKS:
+            self._chunks.popitem(last=False)
+
+    def forget_chunks(self) -> None:
+        """After a truncation: what was cached may be longer than the file now."""
+        self._chunks.clear()
 
 
 class OpenFiles:
@@ -66,9 +71,10 @@ class OpenFiles:
             del self._by_record[state.record_id]
         return state
 
-    def detach(self, record_id: bytes) -> None:
-        """The record was shredded: its open handles keep their data, nothing is saved."""
+    def detach(self, record_id: bytes, content: bytes) -> None:
+        """The record was shredded: its open handles keep reading ``content``."""
         state = self._by_record.pop(record_id, None)
         if state is not None:
             state.unlinked = True
-            state.dirty = False
+            state.kept = content
+            state.forget_chunks()

@@ -1,11 +1,12 @@
 """pyfuse3 Operations: a thin adapter from kernel requests to the Vault.
 
-Metadata requests (lookup, getattr, readdir) are answered from the unlocked
-vault's in-memory index without leaving the trio thread, and so are small
-changes: with the journal a commit is one write(), cheaper than a thread hop.
-Large bodies, fsync and search queries run in a worker thread
-(`trio.to_thread`), so one file's write never blocks another file's reads for
-long. The Vault itself is thread-safe.
+Everything but fsync and search queries is answered on the trio thread:
+metadata from the unlocked vault's in-memory index, contents chunk by chunk
+(a read decrypts the 64 KiB chunks it touches, a write re-seals them), and
+every write() is committed to the journal before it returns (one write(),
+cheaper than a thread hop). So close() needs nothing: FLUSH is answered
+ENOSYS once, and the kernel stops sending it. fsync and queries run in a
+worker thread (`trio.to_thread`). The Vault itself is thread-safe.
 
 Speed comes from the kernel's caches: positive (and negative) entry and
 attribute timeouts, full attributes in readdir replies (readdirplus), and
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import functools
 import itertools
 import os
@@ -42,6 +44,7 @@ from ..errors import (
 )
 from ..search import QueryError, SearchService, parse, render, render_error
 from ..vault import MAX_MEMORY_SIZE, Vault
+from ..vault.bodies import CHUNK_SIZE
 from ..vault.records import DIRECTORY, FILE, SYMLINK, Meta
 from .errors import fuse_errors
 from .handles import OpenFile, OpenFiles
@@ -59,8 +62,6 @@ SEARCH_INODE = 1 << 62
 """search/ and its result files live above every inode the table can issue."""
 RESULT_FH_BASE = 1 << 62
 """Handles of open search results; handles of files stay far below."""
-INLINE_LIMIT = 64 << 10
-"""Files up to this size are decrypted on the trio thread: a thread hop costs more."""
 XATTR_NAMESPACE = "user."
 
 
@@ -87,20 +88,12 @@ class VaultOperations(pyfuse3.Operations):
     # -- helpers -----------------------------------------------------------------
 
     async def _in_thread(self, fn: Callable[..., T], *args, **kwargs) -> T:
-        """Run CPU- or disk-heavy work (big bodies, fsync) off the trio thread.
+        """Run what may wait on the disk or the model (fsync, a query) off the trio thread.
 
-        Small changes run inline: with the journal they cost one write(), far
+        Everything else runs inline: a journaled commit costs one write(), far
         less than a thread hop (about 150 µs here).
         """
         return await trio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
-
-    async def _commit_soon(self, state: OpenFile) -> None:
-        if not state.dirty:
-            return
-        if state.data is not None and len(state.data) > INLINE_LIMIT:
-            await self._in_thread(self._commit, state)
-        else:
-            self._commit(state)
 
     def _record(self, inode: int) -> bytes | None:
         """The record id of an inode (None for the root)."""
@@ -129,9 +122,6 @@ class VaultOperations(pyfuse3.Operations):
         attrs.st_gid = meta.gid
         attrs.st_rdev = 0
         size = meta.size
-        state = self.files.of_record(record_id) if record_id is not None else None
-        if state is not None and state.data is not None:
-            size = len(state.data)  # written but not yet closed
         attrs.st_size = size
         attrs.st_blksize = BLOCK_SIZE
         attrs.st_blocks = (size + 511) // 512
@@ -143,42 +133,18 @@ class VaultOperations(pyfuse3.Operations):
     def _attrs_of(self, record_id: bytes | None) -> pyfuse3.EntryAttributes:
         return self._attrs(self._meta(record_id), record_id)
 
-    def _load(self, state: OpenFile) -> bytearray:
-        """The file's content in its shared buffer (read from the vault once)."""
-        if state.data is None:
-            state.data = bytearray(self.vault.get_record(state.record_id))
-        return state.data
-
-    def _commit(self, state: OpenFile) -> None:
-        """Write a dirty buffer to its record (in a worker thread when large).
-
-        By record id, never by a path read earlier: an rm or mv landing while
-        a large file is committed must not bring the file back at its old path.
-        """
-        with state.lock:
-            if not state.dirty or state.unlinked:
-                return
-            state.dirty = False
-            data = state.committing = state.data if state.data is not None else bytearray()
-        try:
-            self.vault.put_record(state.record_id, data)  # the buffer itself: see writable()
-        except MemoryNotFound:
-            return  # shredded meanwhile: an unlinked file stays unlinked
-        except BaseException:
-            state.dirty = True
-            raise
-        finally:
-            with state.lock:
-                if state.committing is data:
-                    state.committing = None
-
     def _keep_open_data(self, record_id: bytes) -> None:
         """Before a record is shredded or replaced, let its open handles keep reading."""
-        state = self.files.of_record(record_id)
-        if state is not None:
-            if state.data is None:
-                state.data = bytearray(self.vault.get_record(record_id))
-            self.files.detach(record_id)
+        if self.files.of_record(record_id) is not None:
+            self.files.detach(record_id, self.vault.get_record(record_id))
+
+    def _chunk(self, state: OpenFile, index: int) -> bytearray:
+        """A chunk of an open file's content, from its state or decrypted once."""
+        chunk = state.chunk(index)
+        if chunk is None:
+            chunk = bytearray(self.vault.read_chunk(state.record_id, index))
+            state.remember(index, chunk)
+        return chunk
 
     # -- names and attributes --------------------------------------------------
 
@@ -251,32 +217,12 @@ class VaultOperations(pyfuse3.Operations):
     @fuse_errors
     async def setattr(self, inode, attr, fields, fh, ctx):
         record_id = self._record(inode)
-        state = self.files.of_record(record_id) if record_id is not None else None
         if fields.update_size:
             if attr.st_size > MAX_MEMORY_SIZE:
                 raise TooLarge(f"inode {inode}", attr.st_size, MAX_MEMORY_SIZE)
             if record_id is None or self._meta(record_id).is_dir:
                 raise IsADirectory(f"inode {inode}")
-
-            def truncate() -> None:
-                # By record id: this thread may run after an rm or mv of the path.
-                if state is None:
-                    data = bytearray(self.vault.get_record(record_id))
-                    del data[attr.st_size :]
-                    data.extend(bytes(attr.st_size - len(data)))
-                    self.vault.put_record(record_id, data)
-                    return
-                self._load(state)
-                with state.lock:  # open handles see the new size at once
-                    data = state.writable()
-                    del data[attr.st_size :]
-                    data.extend(bytes(attr.st_size - len(data)))
-                    state.dirty = True
-                self._commit(state)
-
-            await self._in_thread(truncate)
-        elif state is not None and state.dirty:
-            await self._commit_soon(state)  # so that new times stick
+            self._truncate(record_id, attr.st_size)
         changes = {}
         if fields.update_mode:
             changes["mode"] = stat.S_IMODE(attr.st_mode)
@@ -292,6 +238,12 @@ class VaultOperations(pyfuse3.Operations):
             meta = self.vault.set_record_attrs(record_id, **changes)
             return self._attrs(meta, record_id)
         return self._attrs_of(record_id)
+
+    def _truncate(self, record_id: bytes, size: int) -> None:
+        self.vault.resize_record(record_id, size)
+        state = self.files.of_record(record_id)
+        if state is not None:
+            state.forget_chunks()
 
     @fuse_errors
     async def readlink(self, inode, ctx):
@@ -405,8 +357,7 @@ class VaultOperations(pyfuse3.Operations):
     @fuse_errors
     async def create(self, parent_inode, name, mode, flags, ctx):
         attrs = self._create(parent_inode, name, FILE, stat.S_IMODE(mode), ctx)
-        fh, state = self.files.open(self.inodes.record(attrs.st_ino))
-        state.data = bytearray() if state.data is None else state.data
+        fh, _ = self.files.open(self.inodes.record(attrs.st_ino))
         return pyfuse3.FileInfo(fh=fh, keep_cache=True), attrs
 
     @fuse_errors
@@ -425,75 +376,76 @@ class VaultOperations(pyfuse3.Operations):
         meta = self._meta(record_id)
         if meta.type != FILE:
             raise (IsADirectory if meta.is_dir else IsASymlink)(meta.path)
-        fh, state = self.files.open(record_id)
         if flags & os.O_TRUNC:  # libfuse asks for atomic O_TRUNC: truncating is ours
-            state.data = bytearray()
-            state.dirty = True
-            self._commit(state)
-            return pyfuse3.FileInfo(fh=fh, keep_cache=False)
-        return pyfuse3.FileInfo(fh=fh, keep_cache=True)
-
-    async def _ensure_loaded(self, state: OpenFile) -> bytearray:
-        """Load a file's content: inline when small, in a worker thread when large."""
-        if state.data is None:
-            meta = self.vault.by_record_id(state.record_id)
-            if meta is not None and meta.size <= INLINE_LIMIT:
-                self._load(state)
-            else:
-                await self._in_thread(self._load, state)
-        return state.data
+            self._truncate(record_id, 0)
+        fh, _ = self.files.open(record_id)
+        return pyfuse3.FileInfo(fh=fh, keep_cache=not flags & os.O_TRUNC)
 
     @fuse_errors
     async def read(self, fh, off, size):
         if fh >= RESULT_FH_BASE:
             return self._result_handles[fh][off : off + size]
-        data = await self._ensure_loaded(self.files.get(fh))
-        return bytes(data[off : off + size])
+        state = self.files.get(fh)
+        if state.unlinked:
+            return state.kept[off : off + size]
+        end = min(off + size, self._meta(state.record_id).size)
+        if off >= end:
+            return b""
+        parts = []
+        for index in range(off // CHUNK_SIZE, (end - 1) // CHUNK_SIZE + 1):
+            start = index * CHUNK_SIZE
+            chunk = self._chunk(state, index)
+            parts.append(chunk[max(off - start, 0) : end - start])
+        return b"".join(parts)
 
     @fuse_errors
     async def write(self, fh, off, buf):
+        """Committed before it returns: the touched chunks re-sealed, in the journal."""
         if fh >= RESULT_FH_BASE:
             raise ReadOnlyName("search/")
         state = self.files.get(fh)
-        if off + len(buf) > MAX_MEMORY_SIZE:
-            raise TooLarge(f"handle {fh}", off + len(buf), MAX_MEMORY_SIZE)
-        await self._ensure_loaded(state)
-        with state.lock:  # held for a memcpy at most: commits hold it only to start and end
-            data = state.writable()
-            if off > len(data):
-                data.extend(bytes(off - len(data)))
-            data[off : off + len(buf)] = buf
-            state.dirty = True
+        end = off + len(buf)
+        if end > MAX_MEMORY_SIZE:
+            raise TooLarge(f"handle {fh}", end, MAX_MEMORY_SIZE)
+        if state.unlinked or not buf:
+            return len(buf)  # a shredded file keeps nothing
+        old_size = self._meta(state.record_id).size
+        size = max(old_size, end)
+        changed = {}
+        for index in range(off // CHUNK_SIZE, (end - 1) // CHUNK_SIZE + 1):
+            start = index * CHUNK_SIZE
+            lo, hi = max(off, start) - start, min(end, start + CHUNK_SIZE) - start
+            length = min(CHUNK_SIZE, size - start)
+            if start >= old_size or (lo == 0 and hi >= length):
+                chunk = state.chunk(index) or bytearray()  # nothing of it survives: no read
+            else:
+                chunk = self._chunk(state, index)
+            if len(chunk) < length:
+                chunk.extend(bytes(length - len(chunk)))
+            chunk[lo:hi] = buf[start + lo - off : start + hi - off]
+            changed[index] = chunk
+        self.vault.write_chunks(state.record_id, changed, size)
+        for index, chunk in changed.items():
+            state.remember(index, chunk)
         return len(buf)
 
     @fuse_errors
     async def flush(self, fh):
-        if fh >= RESULT_FH_BASE:
-            return
-        await self._commit_soon(self.files.get(fh))
+        # Every write is committed already: answering ENOSYS once tells the
+        # kernel never to send FLUSH again, so close() costs no round trip.
+        raise pyfuse3.FUSEError(errno.ENOSYS)
 
     @fuse_errors
     async def fsync(self, fh, datasync):
-        if fh >= RESULT_FH_BASE:
-            return
-        state = self.files.get(fh)
-
-        def commit_and_sync() -> None:
-            self._commit(state)
-            self.vault.sync()
-
-        await self._in_thread(commit_and_sync)
+        if fh < RESULT_FH_BASE:
+            await self._in_thread(self.vault.sync)
 
     @fuse_errors
     async def release(self, fh):
         if fh >= RESULT_FH_BASE:
             self._result_handles.pop(fh, None)
             return
-        state = self.files.get(fh)
-        try:
-            await self._commit_soon(state)
-        finally:
-            self.files.close(fh)
+        self.files.close(fh)
 
     # -- extended attributes (user.* only, stored inside the sealed metadata) ----
 

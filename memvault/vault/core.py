@@ -28,7 +28,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from .. import paths
@@ -48,6 +49,7 @@ from ..errors import (
     VaultTampered,
 )
 from .accumulator import Accumulator
+from .bodies import CHUNK_SIZE, Bodies, ChunkMissing
 from .damage import Damage
 from .header import FORMAT_VERSION, Header
 from .housekeeping import DEFAULT_COMPACT_DELAY
@@ -86,8 +88,9 @@ __all__ = ["MAX_MEMORY_SIZE", "Vault", "VaultInfo", "read_info"]
 
 log = logging.getLogger("memvault")
 
-MAX_MEMORY_SIZE = 256 << 20
-"""Largest memory the vault stores (the filesystem answers EFBIG above it)."""
+MAX_MEMORY_SIZE = 1 << 30
+"""Largest memory the vault stores (the filesystem answers EFBIG above it): 1 GiB,
+16,384 chunks, whose table (8 bytes a chunk) every write of the file re-seals."""
 
 
 class Vault:
@@ -110,8 +113,15 @@ class Vault:
         self._state_key = self._sealer.derive(b"memvault.state")
         self._lock = threading.RLock()
         self._tree = PathTree()
+        self._bodies = Bodies(self._sealer, self._stored_record)
         self._writer = Writer(
-            store, self._sealer, self._tree, self._state_key, self._lock, compact_delay
+            store,
+            self._sealer,
+            self._bodies,
+            self._tree,
+            self._state_key,
+            self._lock,
+            compact_delay,
         )
         self.damage = Damage()
         self._root: Meta | None = None
@@ -399,6 +409,15 @@ class Vault:
         with self._lock:
             return self._read_body(self._tree.of(record_id))
 
+    def read_chunk(self, record_id: bytes, index: int) -> bytes:
+        """Chunk ``index`` (CHUNK_SIZE bytes from index * CHUNK_SIZE) of a file's content."""
+        with self._lock:
+            entry = self._tree.of(record_id)
+            if entry.meta.type != FILE:
+                raise IsADirectory(entry.meta.path)
+            with self._store.read() as txn, self._corruption(entry):
+                return bytes(self._bodies.read_chunk(txn, entry, index))
+
     def readlink_record(self, record_id: bytes) -> str:
         with self._lock:
             entry = self._tree.of(record_id)
@@ -415,17 +434,18 @@ class Vault:
         return entry.meta.path
 
     def _read_body(self, entry: Entry) -> bytes:
-        norm = entry.meta.path
         if entry.meta.is_dir:
-            raise IsADirectory(norm)
-        with self._store.read() as txn:
-            value = self._stored_record(txn, entry.record_id)
-            if value is None:
-                raise MemoryCorrupted(norm)
-            try:
-                return bytes(self._sealer.open_body(entry, value))
-            except (DecryptionError, RecordFormatError):
-                raise MemoryCorrupted(norm) from None
+            raise IsADirectory(entry.meta.path)
+        with self._store.read() as txn, self._corruption(entry):
+            return bytes(self._bodies.read_all(txn, entry))
+
+    @contextmanager
+    def _corruption(self, entry: Entry) -> Iterator[None]:
+        """A body that fails to open is MemoryCorrupted, naming the memory."""
+        try:
+            yield
+        except (DecryptionError, RecordFormatError, ChunkMissing):
+            raise MemoryCorrupted(entry.meta.path) from None
 
     def _stored_record(self, txn, record_id: bytes):
         """A record's stored value; found by a scan if a damaged key broke the B-tree's order.
@@ -501,6 +521,42 @@ class Vault:
             self._writer.commit([write])
         self._notify([("put", record_id, norm, data)])
         return write.entry.meta
+
+    def write_chunks(
+        self, record_id: bytes, chunks: Mapping[int, bytes | bytearray], size: int
+    ) -> Meta:
+        """Replace whole chunks of a file and set its size, in one commit.
+
+        ``chunks`` maps a chunk index to its new content (up to CHUNK_SIZE
+        bytes; the last chunk up to the size). Chunks not given keep their
+        content; past the size they are dropped; when the size shrinks into
+        a chunk, that chunk must be given, cut. The filesystem writes through
+        this: a write() is committed (journaled) before it returns.
+        """
+        with self._lock:
+            self._check_writable()
+            entry = self._tree.of(record_id)
+            if entry.meta.type != FILE:
+                raise IsADirectory(entry.meta.path)
+            if size > MAX_MEMORY_SIZE:
+                raise TooLarge(entry.meta.path, size, MAX_MEMORY_SIZE)
+            with self._corruption(entry):
+                write = self._writer.chunk_write(entry, chunks, size)
+            self._writer.commit([write])
+        self._notify([("put", record_id, write.entry.meta.path, None)])
+        return write.entry.meta
+
+    def resize_record(self, record_id: bytes, size: int) -> Meta:
+        """truncate(2): cut a file, or extend it with zeros (a hole, stored nowhere)."""
+        with self._lock:
+            entry = self._tree.of(record_id)
+            chunks = {}
+            if size < entry.meta.size and size % CHUNK_SIZE:  # the new last chunk, cut
+                last = size // CHUNK_SIZE
+                with self._store.read() as txn, self._corruption(entry):
+                    content = self._bodies.read_chunk(txn, entry, last)
+                chunks[last] = content[: size % CHUNK_SIZE]
+            return self.write_chunks(record_id, chunks, size)
 
     def create_in(
         self,

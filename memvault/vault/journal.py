@@ -60,6 +60,25 @@ class Op:
     value: bytes = b""
 
 
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """Where a journaled value lies in the journal file: the store keeps this,
+    not the value, for values of REF_MIN bytes or more (a large file's chunks
+    would otherwise sit in the daemon's memory until they reach LMDB). The
+    epoch counts the journal's resets: once it moved on, the value is in LMDB."""
+
+    epoch: int
+    offset: int
+    length: int
+
+
+class StaleRef(Exception):
+    """The journal was emptied since: the value is in LMDB now."""
+
+
+REF_MIN = 4096
+
+
 @dataclass
 class Contents:
     """What a journal file holds, as far as it verifies."""
@@ -127,6 +146,7 @@ class Journal:
         flags = os.O_RDONLY if readonly else os.O_RDWR | os.O_CREAT
         self._fd = os.open(path, flags | os.O_CLOEXEC, 0o600)
         self.size = os.fstat(self._fd).st_size
+        self.epoch = 0  # bumped whenever the file is emptied: older Refs are stale
 
     def _mac(self, *parts: bytes) -> bytes:
         mac = hashlib.blake2b(key=self._key, digest_size=_MAC_SIZE)
@@ -141,6 +161,7 @@ class Journal:
     def start(self, boot_id: bytes, seq: int) -> None:
         """Begin an empty journal for this boot, durably (its absence would mean loss)."""
         self._boot = boot_id
+        self.epoch += 1
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, self._header(seq), 0)
         os.fsync(self._fd)
@@ -151,8 +172,11 @@ class Journal:
             os.close(directory)
         self.size = HEADER_SIZE
 
-    def append(self, seq: int, ops: list[Op]) -> None:
-        """Append one entry with a single write, then the header; on failure leave neither."""
+    def append(self, seq: int, ops: list[Op]) -> list[Op]:
+        """Append one entry with a single write, then the header; on failure leave neither.
+
+        Returns the ops with each large value replaced by its Ref in the file.
+        """
         parts = _encode(ops)
         head = _HEAD.pack(sum(map(len, parts)), seq)
         entry = [head, *parts, self._mac(head, *parts)]
@@ -166,7 +190,24 @@ class Journal:
         except OSError:
             os.ftruncate(self._fd, self.size)
             raise
+        kept, at = [], self.size + _HEAD.size
+        for op in ops:
+            at += _OP.size + len(op.key)
+            if len(op.value) >= REF_MIN:
+                op = Op(op.db, op.kind, op.key, Ref(self.epoch, at, len(op.value)))
+            kept.append(op)
+            at += len(op.value) if not isinstance(op.value, Ref) else op.value.length
         self.size += size
+        return kept
+
+    def pread(self, ref: Ref) -> bytes:
+        """A value appended earlier; StaleRef once the file was emptied (it is in LMDB)."""
+        if ref.epoch != self.epoch:
+            raise StaleRef
+        data = os.pread(self._fd, ref.length, ref.offset)
+        if len(data) != ref.length:
+            raise OSError(5, "the journal is shorter than a value it holds")
+        return data
 
     def read(self) -> Contents:
         """The header and the entries that verify, in order, up to the first that does not."""
@@ -194,6 +235,7 @@ class Journal:
 
     def reset(self, seq: int) -> None:
         """Empty the journal (after its entries are durable in LMDB)."""
+        self.epoch += 1
         os.ftruncate(self._fd, HEADER_SIZE)
         os.pwrite(self._fd, self._header(seq), 0)
         self.size = HEADER_SIZE

@@ -11,7 +11,8 @@ size, nor its path's length. The meta carries the path, the type and the
 generations: ``gen`` increases on every change of the record (the vault's
 accumulator counts it); ``body_gen`` names the generation the body was last
 written in, and the body's associated data includes it, so an old body
-spliced next to a newer meta fails to open.
+spliced next to a newer meta fails to open. A file larger than one chunk
+is ``chunked``: its body is then the table of its chunks (see bodies.py).
 
 ``gen`` is also sealed on its own, under the master key, first in the value:
 when a record's key or metadata is damaged, the vault can still account for
@@ -55,6 +56,7 @@ class Meta:
     gid: int = 0
     target: str = ""
     xattrs: dict[str, str] = field(default_factory=dict)
+    chunked: bool = False
 
     @property
     def is_dir(self) -> bool:
@@ -75,6 +77,7 @@ class Meta:
         xattrs = json.dumps(self.xattrs, separators=(",", ":")).encode() if self.xattrs else b""
         fixed = _META.pack(
             _META_VERSION,
+            _CHUNKED if self.chunked else 0,
             _TYPE_CODES[self.type],
             self.mode,
             self.size,
@@ -94,8 +97,15 @@ class Meta:
     def decode(cls, data: bytes | bytearray) -> Meta:
         """Parse metadata (a fixed struct, then path, link target, xattrs, then zero padding)."""
         try:
+            version = data[0] if len(data) else None
+            if version == 1:  # before chunked bodies: no flags
+                flags, fields, at = 0, _META_V1.unpack_from(data)[1:], _META_V1.size
+            elif version == _META_VERSION:
+                _, flags, *fields = _META.unpack_from(data)
+                at = _META.size
+            else:
+                raise ValueError("unknown metadata version")
             (
-                version,
                 type_code,
                 mode,
                 size,
@@ -108,10 +118,9 @@ class Meta:
                 path_len,
                 target_len,
                 xattrs_len,
-            ) = _META.unpack_from(data)
-            if version != _META_VERSION or type_code >= len(_TYPE_NAMES):
-                raise ValueError("unknown metadata version or type")
-            at = _META.size
+            ) = fields
+            if type_code >= len(_TYPE_NAMES) or flags & ~_CHUNKED:
+                raise ValueError("unknown metadata type or flags")
             end = at + path_len + target_len + xattrs_len
             if end > len(data):
                 raise ValueError("metadata length mismatch")
@@ -136,11 +145,14 @@ class Meta:
             gid,
             target,
             xattrs,
+            bool(flags & _CHUNKED),
         )
 
 
-_META_VERSION = 1
-_META = struct.Struct(">BBHQqqQQIIHHI")
+_META_VERSION = 2
+_META = struct.Struct(">BBBHQqqQQIIHHI")  # version, flags, then as in version 1
+_META_V1 = struct.Struct(">BBHQqqQQIIHHI")
+_CHUNKED = 0x01
 _TYPE_NAMES = (FILE, DIRECTORY, SYMLINK)
 _TYPE_CODES = {name: code for code, name in enumerate(_TYPE_NAMES)}
 

@@ -1,8 +1,9 @@
 """Every database and key name in the vault file, in one place.
 
-The file is one LMDB environment with six named databases. Keys are
-random record ids (``ID_SIZE`` bytes) or the fixed names below; values are
-sealed, except the header, keyslots and the clear markers named here.
+The file is one LMDB environment with seven named databases. Keys are
+random record ids (``ID_SIZE`` bytes), keyed hashes of them (chunks), or the
+fixed names below; values are sealed, except the header, keyslots and the
+clear markers named here.
 """
 
 from __future__ import annotations
@@ -19,9 +20,13 @@ RECORDS = "records"
 """Each record's sealed generation, metadata and body, by record id."""
 DERIVED = "derived"
 """Each record's sealed chunk vectors, by record id."""
+CHUNKS = "chunks"
+"""The sealed 64 KiB chunks of files larger than one, by a keyed hash of (record, index)."""
 
-DB_NAMES = (META, SLOTS, STATE, KEYS, RECORDS, DERIVED)
+DB_NAMES = (META, SLOTS, STATE, KEYS, RECORDS, DERIVED, CHUNKS)
 """In this order: journal entries name a database by its index here."""
+ADDED_LATER = frozenset({CHUNKS})
+"""Databases a vault made before them lacks until it is first opened for writing."""
 
 # Keys in META
 HEADER_KEY = b"header"

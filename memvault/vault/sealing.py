@@ -60,15 +60,26 @@ class Sealer:
         ad = self.ad(Kind.BODY, entry.record_id, entry.meta.body_gen)
         return seal(entry.data_key, data, ad, padding.bucket(len(data)))
 
-    def open_body(self, entry: Entry, value) -> bytearray:
-        """A record's plaintext body without its padding (DecryptionError, RecordFormatError)."""
+    def open_body(self, entry: Entry, value, *, length: int | None = None) -> bytearray:
+        """A record's plaintext body without its padding: ``length`` bytes, by default
+        the file's size (DecryptionError, RecordFormatError)."""
         _, _, sealed_body = records.unpack(value)
         ad = self.ad(Kind.BODY, entry.record_id, entry.meta.body_gen)
         plain = open_sealed(entry.data_key, sealed_body, ad)
-        if len(plain) < entry.meta.size:
+        length = entry.meta.size if length is None else length
+        if len(plain) < length:
             raise DecryptionError("body shorter than its size")
-        del plain[entry.meta.size :]
+        del plain[length:]
         return plain
+
+    def seal_chunk(self, entry: Entry, index: int, gen: int, data: bytes | bytearray) -> bytes:
+        ad = self.ad(Kind.CHUNK, entry.record_id + index.to_bytes(4, "big"), gen)
+        return seal(entry.data_key, data, ad, padding.bucket(len(data)))
+
+    def open_chunk(self, entry: Entry, index: int, gen: int, stored) -> bytearray:
+        """A chunk's plaintext, still padded with zeros (DecryptionError)."""
+        ad = self.ad(Kind.CHUNK, entry.record_id + index.to_bytes(4, "big"), gen)
+        return open_sealed(entry.data_key, stored, ad)
 
     def pack_record(self, entry: Entry, sealed_body: bytes) -> bytes:
         """A record's stored value: its sealed generation, metadata and the given body."""

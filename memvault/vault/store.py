@@ -40,7 +40,7 @@ import os
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -57,8 +57,26 @@ from ..errors import (
     VaultUnreadable,
 )
 from . import lockfile, salvage
-from .journal import NO_BOOT, PUT, Journal, Op, current_boot_id, journal_path, scan_unauthenticated
-from .schema import COMPACTION_OWED_KEY, DB_NAMES, META, SETTLED_KEY, SLOTS, STATE
+from .journal import (
+    NO_BOOT,
+    PUT,
+    Journal,
+    Op,
+    Ref,
+    StaleRef,
+    current_boot_id,
+    journal_path,
+    scan_unauthenticated,
+)
+from .schema import (
+    ADDED_LATER,
+    COMPACTION_OWED_KEY,
+    DB_NAMES,
+    META,
+    SETTLED_KEY,
+    SLOTS,
+    STATE,
+)
 from .structure import MAX_DBS, check_structure
 from .txn import (
     DB_INDEX,
@@ -286,15 +304,22 @@ class Store:
                 self._env_path.unlink(missing_ok=True)
                 self._env_path = self.path
         try:
-            self.dbs = {
-                name: self.env.open_db(name.encode(), create=not self.readonly) for name in DB_NAMES
-            }
+            self.dbs = {name: self._open_db(name) for name in DB_NAMES}
         except lmdb.NotFoundError as exc:
             self.env.close()
             raise NotAVault(self.path) from exc
         except lmdb.Error as exc:
             self.env.close()
             raise _from_lmdb_error(exc, self.path) from exc
+
+    def _open_db(self, name: str):
+        """A named database; None for one added later that a read-only vault lacks."""
+        try:
+            return self.env.open_db(name.encode(), create=not self.readonly)
+        except lmdb.NotFoundError:
+            if self.readonly and name in ADDED_LATER:
+                return None
+            raise
 
     def _make_reserve(self) -> None:
         """Set RESERVE_BYTES of disk aside (best effort: not on a disk already full)."""
@@ -343,13 +368,24 @@ class Store:
 
     @contextmanager
     def read(self) -> Iterator[ReadTxn]:
-        """A read transaction; it also sees journaled changes not yet in LMDB."""
-        with self._env_lock:
-            try:
-                with self.env.begin(write=False, buffers=True) as txn:
-                    yield ReadTxn(txn, self.dbs, self._overlay)
-            except lmdb.Error as exc:
-                raise _from_lmdb_error(exc, self.path) from exc
+        """A read transaction; it also sees journaled changes not yet in LMDB,
+        and enters LMDB (under its lock) only for what the journal lacks."""
+        with self._lazy_lmdb() as open_lmdb:
+            yield ReadTxn(open_lmdb, self._overlay, self._resolve)
+
+    @contextmanager
+    def _lazy_lmdb(self) -> Iterator[Callable]:
+        stack = ExitStack()
+
+        def open_lmdb():
+            stack.enter_context(self._env_lock)
+            return stack.enter_context(self.env.begin(write=False, buffers=True)), self.dbs
+
+        try:
+            with stack:
+                yield open_lmdb
+        except lmdb.Error as exc:
+            raise _from_lmdb_error(exc, self.path) from exc
 
     def write(self, fn: Callable[[WriteTxn], T]) -> T:
         """Run ``fn`` in a write transaction and commit it.
@@ -365,28 +401,36 @@ class Store:
         return self._write_lmdb(fn)
 
     def _write_journal(self, fn: Callable[[WriteTxn], T]) -> T:
-        with self._env_lock, self.env.begin(write=False, buffers=True) as lmdb_txn:
-            txn = PendingTxn(lmdb_txn, self.dbs, self._overlay)
+        with self._lazy_lmdb() as open_lmdb:
+            txn = PendingTxn(open_lmdb, self._overlay, self._resolve)
             result = fn(txn)
         with self._mu:
             seq = self._seq + 1
             try:
-                self._journal.append(seq, txn.ops)
+                kept = self._journal.append(seq, txn.ops)
             except OSError as exc:
                 if exc.errno == errno.ENOSPC:
                     raise DiskFull(self.path) from exc
                 raise
             self._seq = seq
-            self._pending.append(txn.ops)
-            apply_to_overlay(self._overlay, txn.ops)
+            self._pending.append(kept)
+            apply_to_overlay(self._overlay, kept)
         return result
+
+    def _resolve(self, ref: Ref) -> bytes:
+        """A large journaled value, read back from the journal file (page cache);
+        StaleRef once the journal was emptied (LMDB holds the value then)."""
+        with self._mu:
+            if self._journal is None:
+                raise StaleRef
+            return self._journal.pread(ref)
 
     def _write_lmdb(self, fn: Callable[[WriteTxn], T]) -> T:
         with self._housekeeping, self._env_lock:
             while True:
                 try:
                     with self.env.begin(write=True) as txn:
-                        return fn(WriteTxn(txn, self.dbs, self._overlay))
+                        return fn(WriteTxn(txn, self.dbs, self._overlay, self._resolve))
                 except lmdb.MapFullError:
                     self._grow()
                 except lmdb.Error as exc:
@@ -492,7 +536,7 @@ class Store:
                 batch = list(self._pending)
             if not batch:
                 return
-            self._write_lmdb(lambda txn: apply_to_lmdb(txn, batch))
+            self._write_lmdb(lambda txn: apply_to_lmdb(txn, batch, self._resolve))
             self._sync_env()  # durable in LMDB before the journal lets go of it
             with self._mu:
                 del self._pending[: len(batch)]

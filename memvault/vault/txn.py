@@ -7,40 +7,78 @@ underneath it (see Store.rebuild), so every access names its database
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import lmdb
 
-from .journal import DELETE, PUT, Op
+from .journal import DELETE, PUT, Op, Ref, StaleRef
 from .schema import DB_NAMES
 
 DB_INDEX = {name: i for i, name in enumerate(DB_NAMES)}
 
-Overlay = dict[tuple[int, bytes], bytes | None]
-"""Journaled changes not yet in LMDB: (database index, key) -> value, None once deleted."""
+Overlay = dict[tuple[int, bytes], bytes | Ref | None]
+"""Journaled changes not yet in LMDB: (database index, key) -> value (or where it lies
+in the journal file), None once deleted."""
 
 _MISSING = object()
 
 
-class ReadTxn:
-    """A read transaction that sees journaled changes before LMDB's content."""
+Opener = Callable[[], tuple[lmdb.Transaction, dict]]
+"""Begins the LMDB transaction (and takes the lock it needs) on first use."""
 
-    def __init__(self, lmdb_txn: lmdb.Transaction, dbs: dict, overlay: Overlay) -> None:
-        self.lmdb_txn = lmdb_txn
-        self.dbs = dbs
+
+class ReadTxn:
+    """A read transaction that sees journaled changes before LMDB's content.
+
+    LMDB is only entered for a key the journal's overlay does not have: a
+    request that reads what was just written never waits for a flush that
+    holds LMDB through its commit and fsync.
+    """
+
+    def __init__(
+        self, open_lmdb: Opener, overlay: Overlay, resolve: Callable[[Ref], bytes] | None = None
+    ) -> None:
+        self._open_lmdb = open_lmdb
+        self._lmdb: lmdb.Transaction | None = None
+        self._dbs: dict = {}
         self.overlay = overlay
+        self._resolve = resolve
+
+    def _begin(self) -> tuple[lmdb.Transaction, dict]:
+        if self._lmdb is None:
+            self._lmdb, self._dbs = self._open_lmdb()
+        return self._lmdb, self._dbs
+
+    def _in_overlay(self, found):
+        """An overlay value, read from the journal if it lies there (_MISSING once
+        the journal let go of it: LMDB has it then)."""
+        if not isinstance(found, Ref):
+            return found
+        try:
+            return self._resolve(found)
+        except StaleRef:
+            return _MISSING
 
     def get(self, key: bytes, db: str):
-        found = self.overlay.get((DB_INDEX[db], bytes(key)), _MISSING)
+        found = self._in_overlay(self.overlay.get((DB_INDEX[db], bytes(key)), _MISSING))
         if found is not _MISSING:
             return found
-        return self.lmdb_txn.get(key, db=self.dbs[db])
+        txn, dbs = self._begin()
+        handle = dbs[db]
+        return None if handle is None else txn.get(key, db=handle)
 
     def items(self, db: str) -> Iterator[tuple[bytes, memoryview]]:
         """Every key and value of a database in key order."""
         index = DB_INDEX[db]
-        changed = {key: value for (i, key), value in self.overlay.items() if i == index}
-        with self.lmdb_txn.cursor(self.dbs[db]) as cur:
+        changed = {}
+        for (i, key), value in list(self.overlay.items()):
+            if i == index and (value := self._in_overlay(value)) is not _MISSING:
+                changed[key] = value
+        txn, dbs = self._begin()
+        if dbs[db] is None:  # a database this (read-only) vault does not have yet
+            yield from ((k, v) for k, v in sorted(changed.items()) if v is not None)
+            return
+        with txn.cursor(dbs[db]) as cur:
             if not changed:
                 yield from cur.iternext(keys=True, values=True)
                 return
@@ -54,18 +92,25 @@ class ReadTxn:
 class WriteTxn(ReadTxn):
     """A write transaction straight into LMDB."""
 
+    def __init__(
+        self, lmdb_txn: lmdb.Transaction, dbs: dict, overlay: Overlay, resolve: Callable
+    ) -> None:
+        super().__init__(lambda: (lmdb_txn, dbs), overlay, resolve)
+
     def put(self, key: bytes, value: bytes, db: str) -> None:
-        self.lmdb_txn.put(key, value, db=self.dbs[db])
+        txn, dbs = self._begin()
+        txn.put(key, value, db=dbs[db])
 
     def delete(self, key: bytes, db: str) -> None:
-        self.lmdb_txn.delete(key, db=self.dbs[db])
+        txn, dbs = self._begin()
+        txn.delete(key, db=dbs[db])
 
 
 class PendingTxn(ReadTxn):
     """The write-transaction API, recording operations for the journal."""
 
-    def __init__(self, lmdb_txn: lmdb.Transaction, dbs: dict, overlay: Overlay) -> None:
-        super().__init__(lmdb_txn, dbs, overlay)
+    def __init__(self, open_lmdb: Opener, overlay: Overlay, resolve: Callable) -> None:
+        super().__init__(open_lmdb, overlay, resolve)
         self._local: Overlay = {}
         self.ops: list[Op] = []
 
@@ -98,10 +143,11 @@ def apply_to_overlay(overlay: Overlay, ops: list[Op]) -> None:
         overlay[(op.db, op.key)] = op.value if op.kind == PUT else None
 
 
-def apply_to_lmdb(txn: WriteTxn, entries: list[list[Op]]) -> None:
+def apply_to_lmdb(txn: WriteTxn, entries: list[list[Op]], resolve: Callable[[Ref], bytes]) -> None:
     for ops in entries:
         for op in ops:
             if op.kind == PUT:
-                txn.put(op.key, op.value, DB_NAMES[op.db])
+                value = resolve(op.value) if isinstance(op.value, Ref) else op.value
+                txn.put(op.key, value, DB_NAMES[op.db])
             else:
                 txn.delete(op.key, DB_NAMES[op.db])

@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from .. import paths
 from ..crypto import Kind, wipe
@@ -31,11 +31,13 @@ from ..errors import (
 )
 from . import records
 from .accumulator import Accumulator
+from .bodies import CHUNK_SIZE, Bodies, chunk_count
 from .housekeeping import Housekeeper
 from .journal import NO_BOOT, current_boot_id
 from .loading import seal_snapshot
 from .records import DIRECTORY, FILE, Meta
 from .schema import (
+    CHUNKS,
     COMPACTION_OWED_KEY,
     DERIVED,
     ID_SIZE,
@@ -64,6 +66,8 @@ class Write:
     old_gen: int | None  # None for a record that does not exist yet
     sealed_body: bytes | None  # None keeps the stored body
     wrapped_key: bytes | None = None  # set for new records
+    chunk_puts: dict[bytes, bytes] = field(default_factory=dict)  # a chunked file's new chunks
+    chunk_deletes: list[bytes] = field(default_factory=list)  # and those it no longer has
 
 
 class Writer:
@@ -71,6 +75,7 @@ class Writer:
         self,
         store: Store,
         sealer: Sealer,
+        bodies: Bodies,
         tree: PathTree,
         state_key: bytearray,
         lock: threading.RLock,
@@ -78,6 +83,7 @@ class Writer:
     ) -> None:
         self.store = store
         self.sealer = sealer
+        self.bodies = bodies
         self.tree = tree
         self.lock = lock  # the vault's
         self.acc = Accumulator(state_key)
@@ -114,12 +120,14 @@ class Writer:
         mode: int | None,
     ) -> Write:
         """The write storing ``data`` as a file: a new version of ``existing``, or a new record."""
+        size = len(data)
         if existing is not None:
             meta = existing.meta.evolve(
-                size=len(data),
+                size=size,
                 mtime_ns=mtime,
                 ctime_ns=now,
                 mode=existing.meta.mode if mode is None else mode,
+                chunked=size > CHUNK_SIZE,
             )
             meta = replace(meta, body_gen=meta.gen)
             write = Write(
@@ -127,12 +135,30 @@ class Writer:
             )
         else:
             file_mode = records.DEFAULT_FILE_MODE if mode is None else mode
-            meta = Meta(
-                norm, FILE, file_mode, len(data), mtime, now, 1, 1, os.getuid(), os.getgid()
-            )
+            owner = (os.getuid(), os.getgid())
+            chunked = size > CHUNK_SIZE
+            meta = Meta(norm, FILE, file_mode, size, mtime, now, 1, 1, *owner, chunked=chunked)
             write = self.new_record(meta)
-        write.sealed_body = self.sealer.seal_body(write.entry, data)
+        view = memoryview(data)
+        chunks = {i: view[i * CHUNK_SIZE : (i + 1) * CHUNK_SIZE] for i in range(chunk_count(size))}
+        self._set_body(write, existing, chunks or {0: b""})
         return write
+
+    def chunk_write(self, entry: Entry, chunks: dict[int, bytes | bytearray], size: int) -> Write:
+        """A new version of a file: ``chunks`` replaced, ``size`` bytes (see Bodies.change)."""
+        now = time.time_ns()
+        meta = entry.meta.evolve(size=size, mtime_ns=now, ctime_ns=now, chunked=size > CHUNK_SIZE)
+        meta = replace(meta, body_gen=meta.gen)
+        write = Write(Entry(entry.record_id, meta, entry.data_key), entry.meta.gen, None)
+        self._set_body(write, entry, chunks)
+        return write
+
+    def _set_body(self, write: Write, old: Entry | None, chunks) -> None:
+        with self.store.read() as txn:
+            change = self.bodies.change(txn, old, write.entry, chunks)
+        write.sealed_body = change.sealed_body
+        write.chunk_puts = change.puts
+        write.chunk_deletes = change.deletes
 
     @staticmethod
     def dir_meta(norm: str, now: int, mode: int | None = None) -> Meta:
@@ -221,6 +247,8 @@ class Writer:
             for w in writes:
                 self._put_record(txn, w)
             for s in shreds:
+                for key in self.bodies.chunk_keys_of(s):
+                    txn.delete(key, db=CHUNKS)
                 txn.delete(s.record_id, db=DERIVED)
                 txn.delete(s.record_id, db=RECORDS)
                 txn.delete(s.record_id, db=KEYS)
@@ -235,6 +263,7 @@ class Writer:
             self.write(txn_fn, acc, owes_compaction=owed)  # a shred frees space: use the reserve
         for w in writes:  # stored now: a large body need not stay in memory
             w.sealed_body = None
+            w.chunk_puts = {}
         self.snapshot_stored = False
         self.acc = acc
         for s in shreds:
@@ -259,6 +288,10 @@ class Writer:
             _, _, stored_body = records.unpack(txn.get(rid, db=RECORDS))
             body = bytes(stored_body)
         txn.put(rid, self.sealer.pack_record(w.entry, body), db=RECORDS)
+        for key, chunk in w.chunk_puts.items():
+            txn.put(key, chunk, db=CHUNKS)
+        for key in w.chunk_deletes:
+            txn.delete(key, db=CHUNKS)
         if w.wrapped_key is not None:
             txn.put(rid, w.wrapped_key, db=KEYS)
         elif w.sealed_body is not None:  # new content: its derived data is stale

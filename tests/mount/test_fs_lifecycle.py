@@ -14,6 +14,8 @@ import time
 
 import pytest
 
+from memvault.vault import MAX_MEMORY_SIZE
+
 from ..conftest import assert_one_line_error
 from ..fsutil import mounted
 
@@ -187,7 +189,7 @@ def test_rename_flags_and_unsupported_operations(tmp_path):
             os.link(b, m.root / "hard.md")
         assert hard.value.errno == errno.ENOTSUP
         with pytest.raises(OSError) as big:
-            os.truncate(b, 300 << 20)
+            os.truncate(b, MAX_MEMORY_SIZE + 1)
         assert big.value.errno == errno.EFBIG
         with pytest.raises(OSError) as badname:
             (m.root / "bad\udcffname.md").write_bytes(b"x")

@@ -71,9 +71,10 @@ def _memory_mib(pid: int) -> dict[str, int]:
     return found
 
 
-def test_daemon_peak_rss_writing_the_largest_file_stays_near_3x_its_size(tmp_path):
-    """Issue 9: one 256 MiB file took the daemon to 1.8 GB (seven copies on the way)."""
-    size_mib = 256  # the largest memory there is
+def test_daemon_memory_writing_a_large_file_does_not_follow_its_size(tmp_path):
+    """Issue 9: one 256 MiB file took the daemon to 1.8 GB (seven copies on the way).
+    In chunks, a write holds the chunks it touches, not the file."""
+    size_mib = 256
     chunk = os.urandom(1 << 20)
     with mounted(tmp_path) as m:
         pid = m.daemon_pid()
@@ -87,6 +88,10 @@ def test_daemon_peak_rss_writing_the_largest_file_stays_near_3x_its_size(tmp_pat
             for _ in range(size_mib):
                 f.write(chunk)
         growth = _memory_mib(pid)["VmHWM"] - before
-        assert growth < 4 * size_mib, f"peak RSS grew by {growth} MiB for a {size_mib} MiB file"
+        print(f"peak RSS grew by {growth} MiB writing a {size_mib} MiB file")
+        # Journaled chunks are read back from the journal file, not kept; what
+        # grows is a flush's LMDB transaction (its dirty pages, 32 MiB and more
+        # while writes go on): well below the file's size, and not with it.
+        assert growth < size_mib * 3 // 4, f"peak RSS grew by {growth} MiB for {size_mib} MiB"
         with open(m.root / "big.bin", "rb") as f:
             assert all(f.read(1 << 20) == chunk for _ in range(size_mib)) and f.read() == b""

@@ -11,6 +11,8 @@ import sys
 import threading
 import time
 
+from memvault.vault import MAX_MEMORY_SIZE
+
 from ..conftest import assert_one_line_error
 from ..fsutil import mounted
 
@@ -25,8 +27,9 @@ def test_too_large_put_while_mounted_keeps_the_old_memory(tmp_path):
     with mounted(tmp_path) as m:
         (m.root / "notes").mkdir()
         (m.root / "notes" / "keep.md").write_bytes(KEEP)
+        too_large = MAX_MEMORY_SIZE + 4096
         big = subprocess.run(
-            f"head -c {300 << 20} /dev/zero | {sys.executable} -m memvault put notes/keep.md",
+            f"head -c {too_large} /dev/zero | {sys.executable} -m memvault put notes/keep.md",
             shell=True,
             env=m.env,
             capture_output=True,

@@ -1,0 +1,184 @@
+"""A file's content: inline in its record, or in sealed chunks.
+
+A file of at most CHUNK_SIZE bytes keeps its content in its record's body,
+sealed under the record's data key and bound to its ``body_gen`` (as
+records.py describes). A larger file is ``chunked``: its record's body is the
+chunk table, one 64-bit generation per 64 KiB chunk (0 for a hole, which is
+read as zeros and stored nowhere), and chunk ``i`` is stored in the CHUNKS
+database under a keyed hash of (record id, i), sealed under the same data
+key with associated data binding the record, ``i`` and the generation the
+table names. So a chunk moved to another index, another file or another
+version, an old chunk put back, or a chunk dropped is an explicit error, and
+a read decrypts only the chunks it touches. A write re-seals only the chunks
+it changes, plus the table (8 bytes a chunk).
+
+The chunk keys are deterministic (a new version of chunk ``i`` replaces the
+old under the same key), and unlinkable without the master key: the file
+shows how many 64 KiB pieces exist, not which file they belong to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from array import array
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from ..crypto import DecryptionError
+from .records import RecordFormatError
+from .schema import CHUNKS
+from .sealing import Sealer
+from .tree import Entry
+
+CHUNK_SIZE = 64 << 10
+
+
+def chunk_count(size: int) -> int:
+    return -(-size // CHUNK_SIZE)
+
+
+def chunk_length(size: int, index: int) -> int:
+    """How many bytes of the file chunk ``index`` holds."""
+    return max(0, min(CHUNK_SIZE, size - index * CHUNK_SIZE))
+
+
+class ChunkMissing(Exception):
+    """A chunk the table names is not stored (or does not authenticate)."""
+
+
+@dataclass
+class BodyChange:
+    """What storing a new version of a file's content writes, besides its record."""
+
+    sealed_body: bytes  # the inline content, or the chunk table
+    puts: dict[bytes, bytes] = field(default_factory=dict)  # chunk key -> sealed chunk
+    deletes: list[bytes] = field(default_factory=list)  # chunk keys no longer used
+
+
+class Bodies:
+    """Reads and plans writes of file contents for one unlocked vault.
+
+    ``stored_record(txn, record_id)`` finds a record's stored value (the
+    vault's, which also finds records whose LMDB key was damaged).
+    """
+
+    def __init__(self, sealer: Sealer, stored_record: Callable) -> None:
+        self._sealer = sealer
+        self._stored_record = stored_record
+        self._key = sealer.derive(b"memvault.chunks")
+
+    def chunk_key(self, record_id: bytes, index: int) -> bytes:
+        data = record_id + index.to_bytes(4, "big")
+        return hashlib.blake2b(data, key=self._key, digest_size=16).digest()
+
+    def chunk_keys_of(self, entry: Entry) -> list[bytes]:
+        """Every key a file's chunks may be stored under (none for an inline body)."""
+        if not entry.meta.chunked:
+            return []
+        return self.chunk_keys_for(entry.record_id, chunk_count(entry.meta.size))
+
+    def chunk_keys_for(self, record_id: bytes, count: int, *, start: int = 0) -> list[bytes]:
+        return [self.chunk_key(record_id, i) for i in range(start, count)]
+
+    # -- reading ---------------------------------------------------------------
+
+    def table(self, txn, entry: Entry) -> array:
+        """The chunk generations of a chunked file (DecryptionError if its record fails)."""
+        count = chunk_count(entry.meta.size)
+        plain = self._sealer.open_body(entry, self._record(txn, entry), length=8 * count)
+        gens = array("Q")
+        gens.frombytes(bytes(plain))
+        return gens
+
+    def read_all(self, txn, entry: Entry) -> bytearray:
+        if not entry.meta.chunked:
+            return self._sealer.open_body(entry, self._record(txn, entry))
+        gens = self.table(txn, entry)
+        out = bytearray()
+        for index, gen in enumerate(gens):
+            out += self._chunk(txn, entry, index, gen)
+        return out
+
+    def read_chunk(self, txn, entry: Entry, index: int, gens: array | None = None) -> bytearray:
+        """Chunk ``index`` of a file, exactly as long as the file says (zeros for a hole)."""
+        if not entry.meta.chunked:
+            body = self._sealer.open_body(entry, self._record(txn, entry))
+            return body[index * CHUNK_SIZE : (index + 1) * CHUNK_SIZE]
+        if gens is None:
+            gens = self.table(txn, entry)
+        if index >= len(gens):
+            return bytearray()
+        return self._chunk(txn, entry, index, gens[index])
+
+    def _chunk(self, txn, entry: Entry, index: int, gen: int) -> bytearray:
+        length = chunk_length(entry.meta.size, index)
+        if gen == 0:
+            return bytearray(length)
+        stored = txn.get(self.chunk_key(entry.record_id, index), db=CHUNKS)
+        if stored is None:
+            raise ChunkMissing(f"chunk {index} is missing")
+        try:
+            plain = self._sealer.open_chunk(entry, index, gen, stored)
+        except DecryptionError:
+            raise ChunkMissing(f"chunk {index} failed authentication") from None
+        if len(plain) < length:
+            plain.extend(bytes(length - len(plain)))  # stored before the file grew past it
+        del plain[length:]
+        return plain
+
+    def _record(self, txn, entry: Entry):
+        value = self._stored_record(txn, entry.record_id)
+        if value is None:
+            raise RecordFormatError("the record is missing")
+        return value
+
+    # -- writing ---------------------------------------------------------------
+
+    def change(
+        self,
+        txn,
+        old: Entry | None,
+        new: Entry,
+        chunks: Mapping[int, bytes | bytearray],
+    ) -> BodyChange:
+        """The writes that give ``new`` (its size, chunked flag and body_gen already
+        set) the content of ``old`` with ``chunks`` replaced.
+
+        ``chunks`` maps a chunk index to that chunk's new content (at most
+        CHUNK_SIZE bytes; shorter is zero-extended when read). Chunks neither
+        given nor kept read as zeros; chunks past the new size are dropped. A
+        shrinking write must give the new last chunk, cut to the new size.
+        """
+        size = new.meta.size
+        old_chunked = old is not None and old.meta.chunked
+        count = chunk_count(size)
+        if not new.meta.chunked:
+            content = chunks.get(0)
+            if content is None:
+                content = self.read_all(txn, old) if old is not None else bytearray()
+            content = bytearray(content[:size])
+            content.extend(bytes(size - len(content)))
+            change = BodyChange(self._sealer.seal_body(new, content))
+            if old_chunked:
+                change.deletes = self.chunk_keys_for(old.record_id, chunk_count(old.meta.size))
+            return change
+        given = dict(chunks)
+        if old_chunked:
+            gens = self.table(txn, old)
+        else:
+            gens = array("Q")
+            if old is not None and old.meta.size and 0 not in given:
+                given[0] = self.read_all(txn, old)  # the inline content becomes chunk 0
+        old_count = len(gens)
+        gens.extend([0] * max(0, count - len(gens)))
+        del gens[count:]
+        change = BodyChange(b"")
+        for index, content in given.items():
+            if index >= count:
+                continue
+            gens[index] = new.meta.gen
+            key = self.chunk_key(new.record_id, index)
+            change.puts[key] = self._sealer.seal_chunk(new, index, new.meta.gen, content)
+        change.deletes = self.chunk_keys_for(new.record_id, old_count, start=count)
+        change.sealed_body = self._sealer.seal_body(new, gens.tobytes())
+        return change
