@@ -4,7 +4,9 @@ Every write() is committed to the vault (journaled) before it returns, so
 there is nothing to save at close: the kernel is told not to send FLUSH,
 and a killed daemon loses no write that returned. What a state keeps is the
 plaintext of the chunks used last (reads and partial writes of a chunk need
-not decrypt it again), and, for a file shredded while open, its content.
+not decrypt it again). A file unlinked while open stays a record without
+a name (an orphan) until its last handle closes, so its handles go on
+reading and writing it as any other.
 """
 
 from __future__ import annotations
@@ -21,8 +23,6 @@ CACHED_CHUNKS = 32
 class OpenFile:
     record_id: bytes
     handles: set[int] = field(default_factory=set)
-    unlinked: bool = False  # shredded while open: reads go on from ``kept``, nothing is saved
-    kept: bytes = b""
     _chunks: OrderedDict[int, bytearray] = field(default_factory=OrderedDict)
 
     def chunk(self, index: int) -> bytearray | None:
@@ -70,11 +70,3 @@ class OpenFiles:
         if not state.handles and self._by_record.get(state.record_id) is state:
             del self._by_record[state.record_id]
         return state
-
-    def detach(self, record_id: bytes, content: bytes) -> None:
-        """The record was shredded: its open handles keep reading ``content``."""
-        state = self._by_record.pop(record_id, None)
-        if state is not None:
-            state.unlinked = True
-            state.kept = content
-            state.forget_chunks()

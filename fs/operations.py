@@ -17,7 +17,6 @@ page cache is never stale). search/ is handled here too (see searchtree.py).
 from __future__ import annotations
 
 import base64
-import contextlib
 import errno
 import functools
 import itertools
@@ -117,7 +116,10 @@ class VaultOperations(pyfuse3.Operations):
         attrs.entry_timeout = CACHE_TIMEOUT
         attrs.attr_timeout = CACHE_TIMEOUT
         attrs.st_mode = meta.st_mode
-        attrs.st_nlink = 2 if meta.is_dir else 1
+        if meta.is_dir:
+            attrs.st_nlink = self.vault.link_count(record_id)
+        else:
+            attrs.st_nlink = 0 if meta.orphan else 1
         attrs.st_uid = meta.uid
         attrs.st_gid = meta.gid
         attrs.st_rdev = 0
@@ -125,18 +127,13 @@ class VaultOperations(pyfuse3.Operations):
         attrs.st_size = size
         attrs.st_blksize = BLOCK_SIZE
         attrs.st_blocks = (size + 511) // 512
-        attrs.st_atime_ns = meta.mtime_ns
+        attrs.st_atime_ns = meta.shown_atime_ns
         attrs.st_mtime_ns = meta.mtime_ns
         attrs.st_ctime_ns = meta.ctime_ns
         return attrs
 
     def _attrs_of(self, record_id: bytes | None) -> pyfuse3.EntryAttributes:
         return self._attrs(self._meta(record_id), record_id)
-
-    def _keep_open_data(self, record_id: bytes) -> None:
-        """Before a record is shredded or replaced, let its open handles keep reading."""
-        if self.files.of_record(record_id) is not None:
-            self.files.detach(record_id, self.vault.get_record(record_id))
 
     def _chunk(self, state: OpenFile, index: int) -> bytearray:
         """A chunk of an open file's content, from its state or decrypted once."""
@@ -230,6 +227,8 @@ class VaultOperations(pyfuse3.Operations):
             changes["uid"] = attr.st_uid
         if fields.update_gid:
             changes["gid"] = attr.st_gid
+        if fields.update_atime:
+            changes["atime_ns"] = attr.st_atime_ns
         if fields.update_mtime:
             changes["mtime_ns"] = attr.st_mtime_ns
         elif fields.update_size:
@@ -314,19 +313,22 @@ class VaultOperations(pyfuse3.Operations):
     @fuse_errors
     async def unlink(self, parent_inode, name, ctx):
         record_id, _ = self.vault.lookup(*self._name(parent_inode, name))
-        self._keep_open_data(record_id)
-        self.vault.remove_record(record_id, directory=False)
+        if self.files.of_record(record_id) is not None:
+            self.vault.orphan_record(record_id)  # readable and writable until the last close
+        else:
+            self.vault.remove_record(record_id, directory=False)
 
     @fuse_errors
     async def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):
         old = self._name(parent_inode_old, name_old)
         new = self._name(parent_inode_new, name_new)
-        exchange = bool(flags & pyfuse3.RENAME_EXCHANGE)
-        noreplace = bool(flags & pyfuse3.RENAME_NOREPLACE)
-        if not (exchange or noreplace) and old != new:
-            with contextlib.suppress(MemoryNotFound):
-                self._keep_open_data(self.vault.lookup(*new)[0])
-        self.vault.move(*old, *new, replace_existing=not noreplace, exchange=exchange)
+        self.vault.move(
+            *old,
+            *new,
+            replace_existing=not flags & pyfuse3.RENAME_NOREPLACE,
+            exchange=bool(flags & pyfuse3.RENAME_EXCHANGE),
+            is_open=lambda record_id: self.files.of_record(record_id) is not None,
+        )
 
     @fuse_errors
     async def symlink(self, parent_inode, name, target, ctx):
@@ -386,8 +388,6 @@ class VaultOperations(pyfuse3.Operations):
         if fh >= RESULT_FH_BASE:
             return self._result_handles[fh][off : off + size]
         state = self.files.get(fh)
-        if state.unlinked:
-            return state.kept[off : off + size]
         end = min(off + size, self._meta(state.record_id).size)
         if off >= end:
             return b""
@@ -407,8 +407,8 @@ class VaultOperations(pyfuse3.Operations):
         end = off + len(buf)
         if end > MAX_MEMORY_SIZE:
             raise TooLarge(f"handle {fh}", end, MAX_MEMORY_SIZE)
-        if state.unlinked or not buf:
-            return len(buf)  # a shredded file keeps nothing
+        if not buf:
+            return 0
         old_size = self._meta(state.record_id).size
         size = max(old_size, end)
         changed = {}
@@ -445,7 +445,11 @@ class VaultOperations(pyfuse3.Operations):
         if fh >= RESULT_FH_BASE:
             self._result_handles.pop(fh, None)
             return
-        self.files.close(fh)
+        state = self.files.close(fh)
+        if not state.handles:
+            meta = self.vault.by_record_id(state.record_id)
+            if meta is not None and meta.orphan:  # unlinked while open: shredded now
+                self.vault.remove_record(state.record_id, directory=False)
 
     # -- extended attributes (user.* only, stored inside the sealed metadata) ----
 

@@ -1,8 +1,10 @@
 """Memory paths: '/'-separated, relative to the vault root, always normalised.
 
 The root is the empty string. A leading or trailing '/' is accepted and
-dropped; every other oddity ('..', '.', empty names, NUL, over-long names) is
-refused, so no two spellings name the same memory.
+dropped; every other oddity ('..', '.', empty names, NUL, names over 255
+bytes) is refused, so no two spellings name the same memory. A whole path
+has no limit: through the mount the kernel passes names one at a time, so
+a tree may be as deep as its directories go.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 from .errors import BadPath, PathTooLong
 
 MAX_NAME_BYTES = 255
-MAX_PATH_BYTES = 4096
 ROOT = ""
 
 # The mount shows query results under search/, so no memory may live there.
@@ -31,7 +32,7 @@ def check_name(name: str, path: str | None = None) -> str:
     except UnicodeEncodeError:
         raise BadPath(shown, "names must be valid UTF-8") from None
     if len(encoded) > MAX_NAME_BYTES:
-        raise BadPath(shown, f"a name is at most {MAX_NAME_BYTES} bytes")
+        raise PathTooLong(shown, f"a name is at most {MAX_NAME_BYTES} bytes")
     return name
 
 
@@ -46,17 +47,9 @@ def normalize(path: str, *, allow_root: bool = False) -> str:
         raise BadPath(path, "a memory needs a file name")
     for part in stripped.split("/"):
         check_name(part, path)
-    check_length(stripped)
     if stripped.split("/", 1)[0] in RESERVED_TOP_LEVEL:
         raise BadPath(path, "the top-level 'search' directory is reserved for queries")
     return stripped
-
-
-def check_length(path: str) -> str:
-    """Refuse a path over MAX_PATH_BYTES (also every path a rename would produce)."""
-    if len(path.encode("utf-8")) > MAX_PATH_BYTES:
-        raise PathTooLong(path, f"a path is at most {MAX_PATH_BYTES} bytes")
-    return path
 
 
 def parent(path: str) -> str:

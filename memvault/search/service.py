@@ -202,8 +202,8 @@ class SearchService:
     def _index_record(self, record_id: bytes) -> None:
         """The record's words as they are now in the vault (lock held)."""
         meta = self.vault.by_record_id(record_id)
-        if meta is None or meta.type != FILE or not indexable(meta.path, meta.size):
-            self.index.remove(record_id)  # shredded, or renamed away from .md
+        if meta is None or meta.orphan or meta.type != FILE or not indexable(meta.path, meta.size):
+            self.index.remove(record_id)  # shredded or unlinked, or renamed away from .md
             self._body_gen.pop(record_id, None)
             return
         if self._body_gen.get(record_id) == meta.body_gen:
@@ -378,7 +378,7 @@ class SearchService:
 
         def within_prefix(record_id: bytes) -> bool:
             meta = self.vault.by_record_id(record_id)
-            return meta is not None and paths.is_within(meta.path, prefix)
+            return meta is not None and not meta.orphan and paths.is_within(meta.path, prefix)
 
         allowed = within_prefix if prefix else None  # shredded records are skipped below
         vector = self._embed([query.text])[0]  # outside the lock: ~3 ms
@@ -388,7 +388,7 @@ class SearchService:
         results = []
         for rank, hit in enumerate(hits, start=1):
             meta = self.vault.by_record_id(hit.record_id)
-            if meta is None:
+            if meta is None or meta.orphan:
                 continue
             results.append(
                 Result(

@@ -61,7 +61,7 @@ from .loading import (
     read_info,
     unlock_master,
 )
-from .records import DIRECTORY, FILE, SYMLINK, Meta, RecordFormatError
+from .records import FILE, SYMLINK, Meta, RecordFormatError
 from .schema import (
     DERIVED,
     HEADER_AUTH_KEY,
@@ -123,8 +123,8 @@ class Vault:
             self._lock,
             compact_delay,
         )
+        self._writer.created_ns = header.created_ns
         self.damage = Damage()
-        self._root: Meta | None = None
         self.kdf_seconds = 0.0  # how long unlocking spent in Argon2id
         self._listeners: list[Callable[[str, bytes, str, bytes | None], None]] = []
         self._closed = False
@@ -255,7 +255,7 @@ class Vault:
             lambda norm: self._writer.new_record(self._writer.dir_meta(norm, now)),
         )
         self._writer.acc = loaded.acc
-        self._root = loaded.root
+        self._writer.root = loaded.root
         self._writer.snapshot_stored = loaded.snapshot_stored
         if loaded.compaction_owed:
             self._writer.compaction_owed = True  # an earlier session never compacted
@@ -377,10 +377,7 @@ class Vault:
 
     def root_meta(self) -> Meta:
         """The root directory's attributes (it has no record; see set_attrs)."""
-        if self._root is not None:
-            return self._root
-        created = self.header.created_ns
-        return Meta("", DIRECTORY, 0o700, 0, created, created, 0, 0, os.getuid(), os.getgid())
+        return self._writer.root_meta()
 
     def by_record_id(self, record_id: bytes | None) -> Meta | None:
         """The current metadata of a record (None: the root), or None once it is gone."""
@@ -484,7 +481,7 @@ class Vault:
     def walk(self) -> list[Meta]:
         """Every record's metadata, sorted by path."""
         with self._lock:
-            return sorted((e.meta for e in self._tree.by_id.values()), key=lambda m: m.path)
+            return sorted((e.meta for e in self._tree.named()), key=lambda m: m.path)
 
     def get(self, path: str) -> bytes:
         with self._lock:
@@ -595,6 +592,24 @@ class Vault:
             self._notify([("put", write.entry.record_id, norm, b"")])
         return write.entry.record_id, meta
 
+    def link_count(self, record_id: bytes | None) -> int:
+        """st_nlink of a record (None: the root): 2 plus its subdirectories for a
+        directory, 1 for a file, 0 for one unlinked while open."""
+        with self._lock:
+            return self._tree.link_count(None if record_id is None else self._tree.of(record_id))
+
+    def orphan_record(self, record_id: bytes) -> None:
+        """Unlink a file that is still open: its name goes now (and its search
+        entry), its content stays reachable by id until remove_record at the
+        last close. An orphan a killed daemon left is shredded at the next unlock."""
+        with self._lock:
+            self._check_writable()
+            entry = self._tree.of(record_id)
+            if entry.meta.is_dir:
+                raise IsADirectory(entry.meta.path)
+            events = self._writer.orphan(entry)
+        self._notify(events)
+
     def remove_record(self, record_id: bytes, *, directory: bool) -> None:
         """Shred one entry (unlink, or rmdir with ``directory``): the type must match."""
         with self._lock:
@@ -616,8 +631,10 @@ class Vault:
         *,
         replace_existing: bool = True,
         exchange: bool = False,
+        is_open: Callable[[bytes], bool] = lambda record_id: False,
     ) -> None:
-        """rename(2) by directory ids: replace (shred) a target, refuse one, or swap them."""
+        """rename(2) by directory ids: replace a target (shredded, or orphaned when
+        ``is_open`` says it is open), refuse one, or swap them."""
         with self._lock:
             self._check_writable()
             src = paths.join(self._dir_path(parent), paths.check_name(name))
@@ -625,7 +642,7 @@ class Vault:
             if exchange:
                 events = self._writer.exchange(src, dst)
             else:
-                events = self._writer.rename(src, dst, replace_existing)
+                events = self._writer.rename(src, dst, replace_existing, is_open)
         self._notify(events)
 
     def set_record_attrs(self, record_id: bytes | None, **changes) -> Meta:
@@ -833,9 +850,9 @@ class Vault:
         changes = {"ctime_ns": time.time_ns(), **changes}
         if entry is None:
             meta = self.root_meta().evolve(**changes)
-            sealed = self._sealer.seal(Kind.META, meta.encode(), ROOT_ID, pad=True)
+            sealed = self._writer.seal_root(meta)
             self._writer.write(lambda txn: txn.put(ROOT_KEY, sealed, db=STATE))
-            self._root = meta
+            self._writer.root = meta
             return meta
         meta = entry.meta.evolve(**changes)
         self._writer.commit(

@@ -57,6 +57,8 @@ class Meta:
     target: str = ""
     xattrs: dict[str, str] = field(default_factory=dict)
     chunked: bool = False
+    atime_ns: int = 0  # 0: never set, shown as the mtime (reads do not update it)
+    orphan: bool = False  # unlinked while open: no name, shredded at the last close
 
     @property
     def is_dir(self) -> bool:
@@ -65,6 +67,10 @@ class Meta:
     @property
     def st_mode(self) -> int:
         return _TYPES[self.type] | (self.mode & 0o7777)
+
+    @property
+    def shown_atime_ns(self) -> int:
+        return self.atime_ns or self.mtime_ns
 
     def evolve(self, **changes) -> Meta:
         """A copy with ``changes`` applied and the generation bumped."""
@@ -75,14 +81,16 @@ class Meta:
         path = self.path.encode()
         target = self.target.encode()
         xattrs = json.dumps(self.xattrs, separators=(",", ":")).encode() if self.xattrs else b""
+        flags = (_CHUNKED if self.chunked else 0) | (_ORPHAN if self.orphan else 0)
         fixed = _META.pack(
             _META_VERSION,
-            _CHUNKED if self.chunked else 0,
+            flags,
             _TYPE_CODES[self.type],
             self.mode,
             self.size,
             self.mtime_ns,
             self.ctime_ns,
+            self.atime_ns,
             self.gen,
             self.body_gen,
             self.uid,
@@ -98,28 +106,19 @@ class Meta:
         """Parse metadata (a fixed struct, then path, link target, xattrs, then zero padding)."""
         try:
             version = data[0] if len(data) else None
-            if version == 1:  # before chunked bodies: no flags
-                flags, fields, at = 0, _META_V1.unpack_from(data)[1:], _META_V1.size
+            if version == 1:  # before chunks, atime and orphans
+                fields = _META_V1.unpack_from(data)
+                type_code, mode, size, mtime, ctime, gen, body_gen, uid, gid = fields[1:10]
+                flags, atime, lengths, at = 0, 0, fields[10:], _META_V1.size
             elif version == _META_VERSION:
-                _, flags, *fields = _META.unpack_from(data)
-                at = _META.size
+                fields = _META.unpack_from(data)
+                flags, type_code, mode, size, mtime, ctime, atime = fields[1:8]
+                gen, body_gen, uid, gid = fields[8:12]
+                lengths, at = fields[12:], _META.size
             else:
                 raise ValueError("unknown metadata version")
-            (
-                type_code,
-                mode,
-                size,
-                mtime,
-                ctime,
-                gen,
-                body_gen,
-                uid,
-                gid,
-                path_len,
-                target_len,
-                xattrs_len,
-            ) = fields
-            if type_code >= len(_TYPE_NAMES) or flags & ~_CHUNKED:
+            path_len, target_len, xattrs_len = lengths
+            if type_code >= len(_TYPE_NAMES) or flags & ~(_CHUNKED | _ORPHAN):
                 raise ValueError("unknown metadata type or flags")
             end = at + path_len + target_len + xattrs_len
             if end > len(data):
@@ -146,13 +145,18 @@ class Meta:
             target,
             xattrs,
             bool(flags & _CHUNKED),
+            atime,
+            bool(flags & _ORPHAN),
         )
 
 
 _META_VERSION = 2
-_META = struct.Struct(">BBBHQqqQQIIHHI")  # version, flags, then as in version 1
-_META_V1 = struct.Struct(">BBHQqqQQIIHHI")
+# version, flags, type, mode, size, mtime, ctime, atime, gen, body_gen, uid, gid,
+# and the lengths of path (no limit but 4 GiB), link target and xattrs
+_META = struct.Struct(">BBBHQqqqQQIIIHI")
+_META_V1 = struct.Struct(">BBHQqqQQIIHHI")  # no flags, no atime, paths up to 64 KiB
 _CHUNKED = 0x01
+_ORPHAN = 0x02
 _TYPE_NAMES = (FILE, DIRECTORY, SYMLINK)
 _TYPE_CODES = {name: code for code, name in enumerate(_TYPE_NAMES)}
 

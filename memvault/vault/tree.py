@@ -24,32 +24,63 @@ class Entry:
 
 
 class PathTree:
+    """Entries by path and by id. An orphan (a file unlinked while open) has
+    an id but no path: it is reached by id only, until it is shredded."""
+
     def __init__(self) -> None:
         self.by_path: dict[str, Entry] = {}
         self.by_id: dict[bytes, Entry] = {}
         self._children: dict[str, dict[str, Entry]] = {paths.ROOT: {}}
+        self._subdirs: dict[str, int] = {}  # directory -> how many directories it holds
 
     def __len__(self) -> int:
         return len(self.by_id)
 
     def files(self) -> int:
-        return sum(1 for e in self.by_id.values() if e.meta.type == FILE)
+        return sum(1 for e in self.by_id.values() if e.meta.type == FILE and not e.meta.orphan)
+
+    def named(self) -> list[Entry]:
+        """Every entry that has a path (no orphans)."""
+        return list(self.by_path.values())
+
+    def orphans(self) -> list[Entry]:
+        return [e for e in self.by_id.values() if e.meta.orphan]
 
     def add(self, entry: Entry) -> None:
+        self.by_id[entry.record_id] = entry
+        if entry.meta.orphan:
+            return
         path = entry.meta.path
         self.by_path[path] = entry
-        self.by_id[entry.record_id] = entry
         self._children.setdefault(paths.parent(path), {})[paths.basename(path)] = entry
         if entry.meta.is_dir:
             self._children.setdefault(path, {})
+            parent = paths.parent(path)
+            self._subdirs[parent] = self._subdirs.get(parent, 0) + 1
 
     def remove(self, entry: Entry) -> None:
+        del self.by_id[entry.record_id]
+        if entry.meta.orphan:
+            return
         path = entry.meta.path
         del self.by_path[path]
-        del self.by_id[entry.record_id]
         self._children.get(paths.parent(path), {}).pop(paths.basename(path), None)
-        if entry.meta.is_dir and not self._children.get(path):
-            self._children.pop(path, None)
+        if entry.meta.is_dir:
+            if not self._children.get(path):
+                self._children.pop(path, None)
+            parent = paths.parent(path)
+            self._subdirs[parent] -= 1
+
+    def link_count(self, entry: Entry | None) -> int:
+        """st_nlink: 2 plus its subdirectories for a directory (None: the root),
+        1 for a file or symlink, 0 for an orphan."""
+        if entry is None:
+            return 2 + self._subdirs.get(paths.ROOT, 0)
+        if entry.meta.orphan:
+            return 0
+        if entry.meta.is_dir:
+            return 2 + self._subdirs.get(entry.meta.path, 0)
+        return 1
 
     def at(self, norm: str) -> Entry:
         """The entry at a normalised path (MemoryNotFound if none)."""
@@ -105,3 +136,4 @@ class PathTree:
         self.by_path.clear()
         self.by_id.clear()
         self._children.clear()
+        self._subdirs.clear()

@@ -43,6 +43,8 @@ from .schema import (
     ID_SIZE,
     KEYS,
     RECORDS,
+    ROOT_ID,
+    ROOT_KEY,
     SNAPSHOT_KEY,
     STATE,
     STATE_KEY,
@@ -96,6 +98,8 @@ class Writer:
         self._dirty = False  # memories changed since the last compaction: compact at close
         self._wrote = False  # anything written this session: settle the meta pages at close
         self.closed = False
+        self.root: Meta | None = None  # the root's attributes, once changed
+        self.created_ns = 0  # the vault's creation time: the root's times until then
         self.housekeeper = Housekeeper(store.flush, self._compact_quietly, compact_delay)
 
     # -- new records -------------------------------------------------------------
@@ -234,6 +238,9 @@ class Writer:
         after a quiet moment, at close, or by the next writer.
         """
         shreds = list(shreds)
+        shredding_only = not writes
+        owed = bool(shreds) or any(w.old_gen is not None for w in writes)
+        writes, root = self._with_touched_dirs(writes, shreds)
         acc = self.acc.copy()
         for w in writes:
             if w.old_gen is not None:
@@ -241,7 +248,7 @@ class Writer:
             acc.add(w.entry.record_id, w.entry.meta.gen)
         for s in shreds:
             acc.remove(s.record_id, s.meta.gen)
-        owed = bool(shreds) or any(w.old_gen is not None for w in writes)
+        sealed_root = None if root is None else self.seal_root(root)
 
         def txn_fn(txn) -> None:
             for w in writes:
@@ -252,15 +259,19 @@ class Writer:
                 txn.delete(s.record_id, db=DERIVED)
                 txn.delete(s.record_id, db=RECORDS)
                 txn.delete(s.record_id, db=KEYS)
+            if sealed_root is not None:
+                txn.put(ROOT_KEY, sealed_root, db=STATE)
             if self.snapshot_stored:
                 txn.delete(SNAPSHOT_KEY, db=STATE)
 
         try:
             self.write(txn_fn, acc, owes_compaction=owed)
         except DiskFull:
-            if writes or not self.store.release_reserve():
+            if not shredding_only or not self.store.release_reserve():
                 raise
             self.write(txn_fn, acc, owes_compaction=owed)  # a shred frees space: use the reserve
+        if root is not None:
+            self.root = root
         for w in writes:  # stored now: a large body need not stay in memory
             w.sealed_body = None
             w.chunk_puts = {}
@@ -280,11 +291,67 @@ class Writer:
             self.housekeeper.compaction_owed()
         self.housekeeper.journal_grew(self.store.journal_bytes)
 
+    def _with_touched_dirs(
+        self, writes: list[Write], shreds: list[Entry]
+    ) -> tuple[list[Write], Meta | None]:
+        """``writes`` plus the directories whose entries they create, remove or move:
+        their mtime and ctime become now (POSIX). Returns the root's new
+        attributes too, if it is one of them."""
+        touched: set[str] = set()
+        passing: set[str] = set()  # paths moving or going: their own children do not count
+        for w in writes:
+            old = self.tree.by_id.get(w.entry.record_id)
+            new_path = w.entry.meta.path
+            if old is None:
+                touched.add(paths.parent(new_path))
+            elif old.meta.orphan:
+                continue
+            elif w.entry.meta.orphan:
+                touched.add(paths.parent(old.meta.path))
+            elif old.meta.path != new_path:
+                touched.update((paths.parent(old.meta.path), paths.parent(new_path)))
+                passing.update((old.meta.path, new_path))
+        for s in shreds:
+            if not s.meta.orphan:
+                touched.add(paths.parent(s.meta.path))
+                passing.add(s.meta.path)
+        touched -= passing
+        if not touched:
+            return writes, None
+        now = time.time_ns()
+        by_path = {w.entry.meta.path: w for w in writes if not w.entry.meta.orphan}
+        root = None
+        extra = []
+        for path in touched:
+            if path == paths.ROOT:
+                root = replace(self.root_meta(), mtime_ns=now, ctime_ns=now)
+            elif path in by_path:
+                w = by_path[path]
+                w.entry.meta = replace(w.entry.meta, mtime_ns=now, ctime_ns=now)
+            elif (entry := self.tree.by_path.get(path)) is not None:
+                meta = entry.meta.evolve(mtime_ns=now, ctime_ns=now)
+                extra.append(
+                    Write(Entry(entry.record_id, meta, entry.data_key), entry.meta.gen, None)
+                )
+        return writes + extra, root
+
+    def root_meta(self) -> Meta:
+        """The root directory's attributes (it has no record; they are under ROOT_KEY)."""
+        if self.root is not None:
+            return self.root
+        created = self.created_ns
+        return Meta("", DIRECTORY, 0o700, 0, created, created, 0, 0, os.getuid(), os.getgid())
+
+    def seal_root(self, meta: Meta) -> bytes:
+        return self.sealer.seal(Kind.META, meta.encode(), ROOT_ID, pad=True)
+
     def _put_record(self, txn, w: Write) -> None:
         """Store one record (keeping its stored body unless the write has a new one)."""
         rid = w.entry.record_id
         body = w.sealed_body
-        if body is None:
+        if body is None and w.entry.meta.type != FILE:
+            body = self.sealer.seal_body(w.entry, b"")  # always empty: nothing to read back
+        elif body is None:
             _, _, stored_body = records.unpack(txn.get(rid, db=RECORDS))
             body = bytes(stored_body)
         txn.put(rid, self.sealer.pack_record(w.entry, body), db=RECORDS)
@@ -299,7 +366,15 @@ class Writer:
 
     # -- moves and shreds (paths already normalised) -------------------------------
 
-    def rename(self, src: str, dst: str, replace_existing: bool) -> list[Event]:
+    def rename(
+        self,
+        src: str,
+        dst: str,
+        replace_existing: bool,
+        is_open: Callable[[bytes], bool] = lambda record_id: False,
+    ) -> list[Event]:
+        """Move ``src`` to ``dst``; a file replaced there is shredded, or orphaned
+        if ``is_open`` says it is still open (shredded at its last close)."""
         entry = self.tree.at(src)
         if src == dst:
             return []
@@ -317,15 +392,22 @@ class Writer:
                 raise IsADirectory(dst)
             if target.meta.is_dir and self.tree.children(dst):
                 raise DirectoryNotEmpty(dst)
-            shreds.append(target)
-        moving = [entry, *self.tree.subtree(src)]
-        self._check_moved_paths(src, dst, moving)
         writes = self.parent_dirs(dst, now)
-        for e in moving:
+        gone = []
+        if target is not None and not target.meta.is_dir and is_open(target.record_id):
+            meta = target.meta.evolve(orphan=True, ctime_ns=now)
+            writes.append(
+                Write(Entry(target.record_id, meta, target.data_key), target.meta.gen, None)
+            )
+            gone.append(target)
+        elif target is not None:
+            shreds.append(target)
+            gone.append(target)
+        for e in [entry, *self.tree.subtree(src)]:
             meta = e.meta.evolve(path=dst + e.meta.path[len(src) :], ctime_ns=now)
             writes.append(Write(Entry(e.record_id, meta, e.data_key), e.meta.gen, None))
         self.commit(writes, shreds)
-        return [("delete", e.record_id, e.meta.path, None) for e in shreds] + _moves(writes)
+        return [("delete", e.record_id, e.meta.path, None) for e in gone] + _moves(writes)
 
     def exchange(self, first: str, second: str) -> list[Event]:
         if first == second:
@@ -339,31 +421,26 @@ class Writer:
             for s, d in ((first, second), (second, first))
         ]
         for src, dst, moving in moves:
-            self._check_moved_paths(src, dst, moving)
-        for src, dst, moving in moves:
             for e in moving:
                 meta = e.meta.evolve(path=dst + e.meta.path[len(src) :], ctime_ns=now)
                 writes.append(Write(Entry(e.record_id, meta, e.data_key), e.meta.gen, None))
         self.commit(writes)
         return _moves(writes)
 
+    def orphan(self, entry: Entry) -> list[Event]:
+        """Unlink a file that is still open: its name goes, its content stays (by id)."""
+        meta = entry.meta.evolve(orphan=True, ctime_ns=time.time_ns())
+        self.commit([Write(Entry(entry.record_id, meta, entry.data_key), entry.meta.gen, None)])
+        return [("delete", entry.record_id, entry.meta.path, None)]
+
     def delete(self, entry: Entry, *, recursive: bool) -> list[Event]:
-        below = self.tree.subtree(entry.meta.path)
+        # An orphan's old path may name another entry by now: only directories have children.
+        below = self.tree.subtree(entry.meta.path) if entry.meta.is_dir else []
         if below and not recursive:
             raise DirectoryNotEmpty(entry.meta.path)
         doomed = [entry, *below]
         self.commit([], doomed)
         return [("delete", e.record_id, e.meta.path, None) for e in doomed]
-
-    @staticmethod
-    def _check_moved_paths(src: str, dst: str, moving: list[Entry]) -> None:
-        """Refuse a move that would push a descendant past the path limit.
-
-        Checked before anything changes: such an entry could no longer be
-        listed, read or removed, through the mount or the CLI.
-        """
-        for e in moving:
-            paths.check_length(dst + e.meta.path[len(src) :])
 
     # -- the session -----------------------------------------------------------------
 
@@ -387,6 +464,9 @@ class Writer:
                 store.sync()
             if not store.salvaged:  # on a salvage copy the journal waits for the rebuild
                 store.close_journal()
+        orphans = self.tree.orphans()
+        if orphans and not damaged:  # files left open when a daemon was killed: shred them
+            self.commit([], orphans)
         if self.compaction_owed and not damaged:
             try:
                 self.compact()

@@ -44,19 +44,40 @@ def _read_deep_leaf(top: str) -> bytes:
         os.close(leaf)
 
 
-def test_rename_pushing_a_descendant_past_the_path_limit_is_enametoolong(tmp_path):
+def test_paths_inside_the_mount_have_no_limit_but_names_are_enametoolong(tmp_path):
     with mounted(tmp_path) as m:
         top = m.root / "d"
         top.mkdir()
         _make_deep_tree(str(top))
-        with pytest.raises(OSError) as caught:
-            os.rename(top, m.root / ("e" * 100))  # the leaf would be 4124 bytes
-        assert caught.value.errno == errno.ENAMETOOLONG
-        assert os.listdir(m.root) == ["d"]
+        os.rename(top, m.root / ("e" * 100))  # the leaf's vault path grows past 4,096 bytes
+        top = m.root / ("e" * 100)
         assert _read_deep_leaf(str(top)) == b"deep memory\n"
+        # A 4,095-byte path relative to a directory inside the mount.
+        parts = ["p" * 254] * 16
+        relative = "/".join(parts) + "/" + "f" * 15
+        assert len(relative.encode()) == 4095
+        (m.root / "rel").mkdir()
+        base = os.open(m.root / "rel", os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            at = os.dup(base)
+            for part in parts:
+                os.mkdir(part, dir_fd=at)
+                inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY, dir_fd=at)
+                os.close(at)
+                at = inner
+            os.close(at)
+            leaf = os.open(relative, os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=base)
+            os.write(leaf, b"far down")
+            os.close(leaf)
+            with open(os.open(relative, os.O_RDONLY, dir_fd=base), "rb") as f:
+                assert f.read() == b"far down"
+        finally:
+            os.close(base)
+        with pytest.raises(OSError) as caught:
+            (m.root / ("n" * 256)).write_bytes(b"x")
+        assert caught.value.errno == errno.ENAMETOOLONG
         assert m.lock().returncode == 0
         assert m.unlock().returncode == 0
-        assert os.listdir(m.root) == ["d"]
         assert _read_deep_leaf(str(top)) == b"deep memory\n"
 
 
