@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 from array import array
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -62,10 +63,15 @@ class Bodies:
     vault's, which also finds records whose LMDB key was damaged).
     """
 
+    TABLES_KEPT = 16
+
     def __init__(self, sealer: Sealer, stored_record: Callable) -> None:
         self._sealer = sealer
         self._stored_record = stored_record
         self._key = sealer.derive(b"memvault.chunks")
+        # Decrypted chunk tables by (record, body_gen): a sequential read or write
+        # of a large file opens its table once, not once a chunk.
+        self._tables: OrderedDict[tuple[bytes, int], array] = OrderedDict()
 
     def chunk_key(self, record_id: bytes, index: int) -> bytes:
         data = record_id + index.to_bytes(4, "big")
@@ -83,12 +89,29 @@ class Bodies:
     # -- reading ---------------------------------------------------------------
 
     def table(self, txn, entry: Entry) -> array:
-        """The chunk generations of a chunked file (DecryptionError if its record fails)."""
-        count = chunk_count(entry.meta.size)
-        plain = self._sealer.open_body(entry, self._record(txn, entry), length=8 * count)
-        gens = array("Q")
-        gens.frombytes(bytes(plain))
-        return gens
+        """The chunk generations of a chunked file (DecryptionError if its record fails).
+
+        A copy: the caller may change it."""
+        key = (entry.record_id, entry.meta.body_gen)
+        gens = self._tables.get(key)
+        if gens is None:
+            count = chunk_count(entry.meta.size)
+            plain = self._sealer.open_body(entry, self._record(txn, entry), length=8 * count)
+            gens = array("Q")
+            gens.frombytes(bytes(plain))
+            self._keep_table(key, gens)
+        self._tables.move_to_end(key)
+        return array("Q", gens)
+
+    def _keep_table(self, key: tuple[bytes, int], gens: array) -> None:
+        self._tables[key] = gens
+        while len(self._tables) > self.TABLES_KEPT:
+            self._tables.popitem(last=False)
+
+    def forget(self, record_id: bytes) -> None:
+        """A shredded record's tables go with it."""
+        for key in [k for k in self._tables if k[0] == record_id]:
+            del self._tables[key]
 
     def read_all(self, txn, entry: Entry) -> bytearray:
         if not entry.meta.chunked:
@@ -181,4 +204,5 @@ class Bodies:
             change.puts[key] = self._sealer.seal_chunk(new, index, new.meta.gen, content)
         change.deletes = self.chunk_keys_for(new.record_id, old_count, start=count)
         change.sealed_body = self._sealer.seal_body(new, gens.tobytes())
+        self._keep_table((new.record_id, new.meta.body_gen), gens)  # kept if the commit holds
         return change

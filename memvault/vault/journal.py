@@ -147,9 +147,10 @@ class Journal:
         self._fd = os.open(path, flags | os.O_CLOEXEC, 0o600)
         self.size = os.fstat(self._fd).st_size
         self.epoch = 0  # bumped whenever the file is emptied: older Refs are stale
+        self._keyed = hashlib.blake2b(key=key, digest_size=_MAC_SIZE)  # copied per MAC
 
     def _mac(self, *parts: bytes) -> bytes:
-        mac = hashlib.blake2b(key=self._key, digest_size=_MAC_SIZE)
+        mac = self._keyed.copy()
         for part in parts:
             mac.update(part)
         return mac.digest()

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import stat
 import struct
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 FILE = "file"
 DIRECTORY = "dir"
@@ -74,7 +74,30 @@ class Meta:
 
     def evolve(self, **changes) -> Meta:
         """A copy with ``changes`` applied and the generation bumped."""
-        return replace(self, gen=self.gen + 1, **changes)
+        return self.but(gen=self.gen + 1, **changes)
+
+    def but(self, **changes) -> Meta:
+        """A copy with ``changes`` applied (dataclasses.replace, without its cost)."""
+        new = Meta(
+            self.path,
+            self.type,
+            self.mode,
+            self.size,
+            self.mtime_ns,
+            self.ctime_ns,
+            self.gen,
+            self.body_gen,
+            self.uid,
+            self.gid,
+            self.target,
+            self.xattrs,
+            self.chunked,
+            self.atime_ns,
+            self.orphan,
+        )
+        for name, value in changes.items():
+            setattr(new, name, value)
+        return new
 
     def encode(self) -> bytes:
         """The binary metadata, unpadded (the vault pads it when sealing)."""

@@ -39,8 +39,7 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -292,7 +291,7 @@ class Store:
                 create=create,
                 max_dbs=MAX_DBS,
                 map_size=self._map_size,
-                readahead=False,
+                readahead=True,  # a large file is read in runs of pages: let the kernel read ahead
                 meminit=True,
                 metasync=False,  # see sync()
                 mode=0o600,
@@ -366,26 +365,11 @@ class Store:
 
     # -- transactions ------------------------------------------------------
 
-    @contextmanager
-    def read(self) -> Iterator[ReadTxn]:
-        """A read transaction; it also sees journaled changes not yet in LMDB,
-        and enters LMDB (under its lock) only for what the journal lacks."""
-        with self._lazy_lmdb() as open_lmdb:
-            yield ReadTxn(open_lmdb, self._overlay, self._resolve)
-
-    @contextmanager
-    def _lazy_lmdb(self) -> Iterator[Callable]:
-        stack = ExitStack()
-
-        def open_lmdb():
-            stack.enter_context(self._env_lock)
-            return stack.enter_context(self.env.begin(write=False, buffers=True)), self.dbs
-
-        try:
-            with stack:
-                yield open_lmdb
-        except lmdb.Error as exc:
-            raise _from_lmdb_error(exc, self.path) from exc
+    def read(self) -> _Reading:
+        """A read transaction (``with store.read() as txn``); it also sees journaled
+        changes not yet in LMDB, and enters LMDB (under its lock) only for what
+        the journal lacks."""
+        return _Reading(self)
 
     def write(self, fn: Callable[[WriteTxn], T]) -> T:
         """Run ``fn`` in a write transaction and commit it.
@@ -401,7 +385,7 @@ class Store:
         return self._write_lmdb(fn)
 
     def _write_journal(self, fn: Callable[[WriteTxn], T]) -> T:
-        with self._lazy_lmdb() as open_lmdb:
+        with _LazyLmdb(self) as open_lmdb:
             txn = PendingTxn(open_lmdb, self._overlay, self._resolve)
             result = fn(txn)
         with self._mu:
@@ -690,6 +674,45 @@ class Store:
 
 
 # -- helpers ---------------------------------------------------------------
+
+
+class _LazyLmdb:
+    """A context whose LMDB read transaction (and the environment's lock) is
+    only taken if something asks for it; both are released at exit."""
+
+    __slots__ = ("_store", "_txn")
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._txn = None
+
+    def open(self) -> tuple[lmdb.Transaction, dict]:
+        store = self._store
+        store._env_lock.acquire()
+        try:
+            self._txn = store.env.begin(write=False, buffers=True)
+        except lmdb.Error as exc:
+            store._env_lock.release()
+            raise _from_lmdb_error(exc, store.path) from exc
+        return self._txn, store.dbs
+
+    def __enter__(self) -> Callable[[], tuple[lmdb.Transaction, dict]]:
+        return self.open
+
+    def __exit__(self, kind, exc, tb) -> None:
+        if self._txn is not None:
+            self._txn.abort()
+            self._txn = None
+            self._store._env_lock.release()
+        if isinstance(exc, lmdb.Error):
+            raise _from_lmdb_error(exc, self._store.path) from exc
+
+
+class _Reading(_LazyLmdb):
+    __slots__ = ()
+
+    def __enter__(self) -> ReadTxn:
+        return ReadTxn(self.open, self._store._overlay, self._store._resolve)
 
 
 def _round_up(n: int, unit: int = 1 << 20) -> int:

@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from .. import paths
 from ..crypto import Kind, wipe
@@ -100,7 +100,9 @@ class Writer:
         self.closed = False
         self.root: Meta | None = None  # the root's attributes, once changed
         self.created_ns = 0  # the vault's creation time: the root's times until then
-        self.housekeeper = Housekeeper(store.flush, self._compact_quietly, compact_delay)
+        self._changed_times: set[bytes] = set()  # directories whose times are not stored yet
+        self._root_changed = False
+        self.housekeeper = Housekeeper(self._flush_soon, self._compact_quietly, compact_delay)
 
     # -- new records -------------------------------------------------------------
 
@@ -132,8 +134,8 @@ class Writer:
                 ctime_ns=now,
                 mode=existing.meta.mode if mode is None else mode,
                 chunked=size > CHUNK_SIZE,
+                body_gen=existing.meta.gen + 1,
             )
-            meta = replace(meta, body_gen=meta.gen)
             write = Write(
                 Entry(existing.record_id, meta, existing.data_key), existing.meta.gen, None
             )
@@ -151,8 +153,11 @@ class Writer:
     def chunk_write(self, entry: Entry, chunks: dict[int, bytes | bytearray], size: int) -> Write:
         """A new version of a file: ``chunks`` replaced, ``size`` bytes (see Bodies.change)."""
         now = time.time_ns()
-        meta = entry.meta.evolve(size=size, mtime_ns=now, ctime_ns=now, chunked=size > CHUNK_SIZE)
-        meta = replace(meta, body_gen=meta.gen)
+        chunked = size > CHUNK_SIZE
+        gen = entry.meta.gen + 1
+        meta = entry.meta.evolve(
+            size=size, mtime_ns=now, ctime_ns=now, chunked=chunked, body_gen=gen
+        )
         write = Write(Entry(entry.record_id, meta, entry.data_key), entry.meta.gen, None)
         self._set_body(write, entry, chunks)
         return write
@@ -229,7 +234,14 @@ class Writer:
         state.journal_boot = self.journal_boot
         return self.sealer.seal(Kind.STATE, state.encode())
 
-    def commit(self, writes: list[Write], shreds: Iterable[Entry] = ()) -> None:
+    def commit(
+        self,
+        writes: list[Write],
+        shreds: Iterable[Entry] = (),
+        *,
+        store_root: bool = False,
+        times_only: bool = False,
+    ) -> None:
         """Apply writes and shreds in one durable transaction, then to the tree.
 
         Shreds and replaced records leave old ciphertext in LMDB's free pages
@@ -239,8 +251,9 @@ class Writer:
         """
         shreds = list(shreds)
         shredding_only = not writes
-        owed = bool(shreds) or any(w.old_gen is not None for w in writes)
-        writes, root = self._with_touched_dirs(writes, shreds)
+        # An old version left in free pages is worth a compaction, unless only its times differ.
+        owed = bool(shreds) or (not times_only and any(w.old_gen is not None for w in writes))
+        touched = self._touch_dirs(writes, shreds)
         acc = self.acc.copy()
         for w in writes:
             if w.old_gen is not None:
@@ -248,7 +261,7 @@ class Writer:
             acc.add(w.entry.record_id, w.entry.meta.gen)
         for s in shreds:
             acc.remove(s.record_id, s.meta.gen)
-        sealed_root = None if root is None else self.seal_root(root)
+        sealed_root = self.seal_root(self.root_meta()) if store_root else None
 
         def txn_fn(txn) -> None:
             for w in writes:
@@ -270,8 +283,6 @@ class Writer:
             if not shredding_only or not self.store.release_reserve():
                 raise
             self.write(txn_fn, acc, owes_compaction=owed)  # a shred frees space: use the reserve
-        if root is not None:
-            self.root = root
         for w in writes:  # stored now: a large body need not stay in memory
             w.sealed_body = None
             w.chunk_puts = {}
@@ -279,6 +290,7 @@ class Writer:
         self.acc = acc
         for s in shreds:
             self.tree.remove(s)
+            self.bodies.forget(s.record_id)
             wipe(s.data_key)
         for w in writes:
             old = self.tree.by_id.get(w.entry.record_id)
@@ -286,17 +298,17 @@ class Writer:
                 self.tree.remove(old)
         for w in sorted(writes, key=lambda w: w.entry.meta.path.count("/")):
             self.tree.add(w.entry)
+        self._apply_times(touched)
         self.pending_shreds += len(shreds)
         if owed:
             self.housekeeper.compaction_owed()
         self.housekeeper.journal_grew(self.store.journal_bytes)
 
-    def _with_touched_dirs(
-        self, writes: list[Write], shreds: list[Entry]
-    ) -> tuple[list[Write], Meta | None]:
-        """``writes`` plus the directories whose entries they create, remove or move:
-        their mtime and ctime become now (POSIX). Returns the root's new
-        attributes too, if it is one of them."""
+    def _touch_dirs(self, writes: list[Write], shreds: list[Entry]) -> list[Entry | None]:
+        """The directories whose entries ``writes`` and ``shreds`` create, remove or
+        move (None: the root): their mtime and ctime become now (POSIX). Those
+        written anyway get the new times in ``writes``; the others are returned,
+        for times kept in memory after the commit and stored by persist_times."""
         touched: set[str] = set()
         passing: set[str] = set()  # paths moving or going: their own children do not count
         for w in writes:
@@ -317,23 +329,60 @@ class Writer:
                 passing.add(s.meta.path)
         touched -= passing
         if not touched:
-            return writes, None
+            return []
         now = time.time_ns()
         by_path = {w.entry.meta.path: w for w in writes if not w.entry.meta.orphan}
-        root = None
-        extra = []
+        later: list[Entry | None] = []
         for path in touched:
-            if path == paths.ROOT:
-                root = replace(self.root_meta(), mtime_ns=now, ctime_ns=now)
-            elif path in by_path:
+            if path in by_path:
                 w = by_path[path]
-                w.entry.meta = replace(w.entry.meta, mtime_ns=now, ctime_ns=now)
+                w.entry.meta = w.entry.meta.but(mtime_ns=now, ctime_ns=now)
+            elif path == paths.ROOT:
+                later.append(None)
             elif (entry := self.tree.by_path.get(path)) is not None:
-                meta = entry.meta.evolve(mtime_ns=now, ctime_ns=now)
-                extra.append(
-                    Write(Entry(entry.record_id, meta, entry.data_key), entry.meta.gen, None)
-                )
-        return writes + extra, root
+                later.append(entry)
+        return later
+
+    def _apply_times(self, entries: list[Entry | None]) -> None:
+        """Set directory times in memory after a commit; persist_times stores them."""
+        now = time.time_ns()
+        for entry in entries:
+            if entry is None:
+                self.root = self.root_meta().but(mtime_ns=now, ctime_ns=now)
+                self._root_changed = True
+            elif self.tree.by_id.get(entry.record_id) is entry:
+                entry.meta = entry.meta.but(mtime_ns=now, ctime_ns=now)
+                self._changed_times.add(entry.record_id)
+
+    def persist_times(self) -> None:
+        """Store the directory times changed in memory since the last time (one commit).
+
+        Called before every journal flush and at close: a directory's times
+        reach the journal within a flush delay of the change, not with it,
+        which saves a record write on every create, unlink and rename.
+        """
+        with self.lock:
+            if not self.closed:
+                self._store_times()
+
+    def _store_times(self) -> None:
+        if self._changed_times or self._root_changed:
+            ids, self._changed_times = self._changed_times, set()
+            root, self._root_changed = self._root_changed, False
+            writes = []
+            for record_id in ids:
+                entry = self.tree.by_id.get(record_id)
+                if entry is not None:
+                    meta = entry.meta.evolve()
+                    writes.append(
+                        Write(Entry(record_id, meta, entry.data_key), entry.meta.gen, None)
+                    )
+            self.commit(writes, store_root=root, times_only=True)
+
+    def _flush_soon(self) -> None:
+        """The housekeeping flush: directory times first, then the journal into LMDB."""
+        self.persist_times()
+        self.store.flush()
 
     def root_meta(self) -> Meta:
         """The root directory's attributes (it has no record; they are under ROOT_KEY)."""
@@ -483,6 +532,7 @@ class Writer:
         half-full pages (random ids split them): a locked vault is always as
         small as it can be.
         """
+        self._store_times()
         if not self.snapshot_stored:
             with contextlib.suppress(DiskFull):  # only an unlock speed-up
                 sealed = seal_snapshot(self.store, self.sealer, self.tree, self.acc)

@@ -318,8 +318,9 @@ def test_damaged_header_is_reported(vault_path, vault):
 def test_damaged_directory_keeps_its_children_readable(vault_path, vault, unlock_mode):
     vault.put("proj/sub/a.md", b"child a")
     vault.put("proj/b.md", b"child b")
-    _, value, _ = rawvault.record_for(vault_path, vault, "proj")
-    vault.close()
+    vault.close()  # the directory's times are stored at close: read its record after
+    with reopen(vault_path, readonly=True) as stored:
+        _, value, _ = rawvault.record_for(vault_path, stored, "proj")
     meta, _ = rawvault.split(value)
     rawvault.flip_in_file(vault_path, meta, 30)
     prepare(vault_path, unlock_mode)
