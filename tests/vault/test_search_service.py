@@ -121,3 +121,49 @@ def test_one_shot_search_with_the_factory(vault_path):
         found = service.search(Query("when is the fish tank cleaned", k=5, prefix="/notes/"))
         assert found[0].path == "notes/zebra.md"
         assert all(r.path.startswith("notes/") for r in found)
+
+
+def test_a_memory_rewritten_fifty_times_is_embedded_once_when_quiet(vault_path, embedder):
+    """Words at once (read-your-writes), meaning once the memory is left alone."""
+    real = embedder()
+    embedded: list[str] = []
+
+    class Counting:  # the real model, counting what it is asked to embed
+        model_sha256 = real.model_sha256
+
+        def embed(self, texts):
+            embedded.extend(texts)
+            return real.embed(texts)
+
+    with Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None) as vault:
+        service = SearchService(vault, Counting, DIMENSIONS, workers=2, quiet=0.5)
+        service.start()
+        service.index_all()
+        for i in range(50):
+            vault.put("draft.md", f"# Draft\nThe zebrafish tank, revision {i}.\n".encode())
+            if i == 10:
+                found = service.search(Query("zebrafish revision", k=1))
+                assert found and found[0].path == "draft.md", "its words are found at once"
+        assert service.wait_idle(120)
+        drafts = [t for t in embedded if "tank, revision" in t]  # not the query
+        assert drafts == ["Draft\n# Draft\nThe zebrafish tank, revision 49."], drafts
+        service.stop()
+
+
+def test_background_workers_run_at_idle_priority(vault_path, embedder):
+    import os
+    import threading
+
+    with Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None) as vault:
+        vault.put("a.md", b"# A\nsomething to embed\n")
+        service = SearchService(vault, embedder, DIMENSIONS, workers=2)
+        before = set(threading.enumerate())
+        service.start()
+        service.index_all()
+        assert service.wait_idle(120)
+        workers = [t for t in set(threading.enumerate()) - before if t.name.startswith("embedder")]
+        assert len(workers) == 2
+        for worker in workers:
+            assert os.sched_getscheduler(worker.native_id) == os.SCHED_IDLE
+        assert os.sched_getscheduler(0) != os.SCHED_IDLE, "only the workers, not the process"
+        service.stop()
