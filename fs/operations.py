@@ -77,6 +77,7 @@ class VaultOperations(pyfuse3.Operations):
         self.search = search
         self.mountpoint = mountpoint
         self.results = ResultCache(SEARCH_INODE + 1)
+        vault.add_listener(self.results.invalidate)  # a shred or an edit: no stale result
         self._result_handles: dict[int, bytes] = {}
         self._result_fhs = itertools.count(RESULT_FH_BASE)
         self.inodes = InodeTable()
@@ -196,9 +197,11 @@ class VaultOperations(pyfuse3.Operations):
         return attrs
 
     async def _run_query(self, name: str) -> pyfuse3.EntryAttributes:
-        """Run (or reuse, for a few seconds) the query a file name spells."""
-        cached = self.results.get(name)
-        if cached is None or not cached.fresh:
+        """Run (or reuse, for a few seconds and while the vault is unchanged) the query
+        a file name spells."""
+        cached = self.results.current(name)
+        if cached is None:
+            version = self.results.version  # a change during the query makes it stale
             try:
                 query = parse(name)
             except QueryError:
@@ -208,7 +211,7 @@ class VaultOperations(pyfuse3.Operations):
                 rendered = render(query, results, self.mountpoint)
             except MemvaultError as exc:  # e.g. another embedding model: say so in the file
                 rendered = render_error(query, str(exc))
-            cached = self.results.store(name, rendered)
+            cached = self.results.store(name, rendered, version)
         return self._result_attrs(cached.inode, len(cached.data))
 
     @fuse_errors

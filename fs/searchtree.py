@@ -3,7 +3,9 @@
 Looking up ``search/<query>`` runs the query (the language is memvault.search's);
 the rendered result is kept here for a few seconds so that ``stat`` reports
 its true size and ``read`` returns the same bytes, and files are opened with
-direct_io so no stale page is served. Each name keeps one inode for the
+direct_io so no stale page is served. Any change to the vault makes every
+kept result stale at once (a shredded memory must never be served from it,
+nor an edited one with its old text). Each name keeps one inode for the
 mount's life, and the most recent names are what ``ls search/`` lists.
 """
 
@@ -21,10 +23,10 @@ class CachedResult:
     inode: int
     data: bytes
     made: float
+    version: int  # of the vault it was computed from
 
-    @property
-    def fresh(self) -> bool:
-        return time.monotonic() - self.made < RESULT_TTL_S
+    def fresh(self, version: int) -> bool:
+        return version == self.version and time.monotonic() - self.made < RESULT_TTL_S
 
 
 class ResultCache:
@@ -34,6 +36,16 @@ class ResultCache:
         self._by_name: dict[str, CachedResult] = {}
         self._by_inode: dict[int, str] = {}
         self._next = first_inode
+        self.version = 0  # bumped by every change of the vault (any thread)
+
+    def invalidate(self, *event) -> None:
+        """A vault listener: every result kept so far is stale."""
+        self.version += 1
+
+    def current(self, name: str) -> CachedResult | None:
+        """The result kept for ``name`` if the vault has not changed since (and it is recent)."""
+        entry = self._by_name.get(name)
+        return entry if entry is not None and entry.fresh(self.version) else None
 
     def get(self, name: str) -> CachedResult | None:
         return self._by_name.get(name)
@@ -41,14 +53,15 @@ class ResultCache:
     def name_of(self, inode: int) -> str | None:
         return self._by_inode.get(inode)
 
-    def store(self, name: str, data: bytes) -> CachedResult:
+    def store(self, name: str, data: bytes, version: int) -> CachedResult:
+        """Keep ``data``, computed from the vault at ``version`` (read before the query ran)."""
         entry = self._by_name.get(name)
         if entry is None:
-            entry = CachedResult(self._next, data, time.monotonic())
+            entry = CachedResult(self._next, data, time.monotonic(), version)
             self._by_inode[self._next] = name
             self._next += 1
         else:
-            entry.data, entry.made = data, time.monotonic()
+            entry.data, entry.made, entry.version = data, time.monotonic(), version
         self._by_name.pop(name, None)
         self._by_name[name] = entry  # most recent last
         while len(self._by_name) > MAX_RECENT:

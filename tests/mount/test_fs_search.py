@@ -84,18 +84,24 @@ def test_options_limit_and_prefix(mnt):
     assert all(r["path"].startswith("projects/web/") for r in scoped["results"])
 
 
-def test_read_your_writes_renames_and_shreds(mnt):
-    note = mnt.root / "fresh" / "zebra.md"
+def test_read_your_writes_renames_edits_and_shreds_at_once(mnt):
+    """Issue 12's bug: a shredded memory was served from the result cache for
+    seconds, path and text. The same query, asked again at once, must follow
+    every change."""
+    note = mnt.root / "fresh" / "auth.md"
     note.parent.mkdir()
-    note.write_text("# Zebrafish\nThe zebrafish tank is cleaned every Tuesday.\n")
-    assert first_path(mnt.root, "zebrafish tank") == "fresh/zebra.md"  # at once, by its words
+    note.write_text("# Auth\nJWT signing keys rotate every thirty days, by the zebra team.\n")
+    asked = "token key rotation policy zebra"
+    assert first_path(mnt.root, asked) == "fresh/auth.md"  # at once, by its words
     os.rename(note, mnt.root / "fresh" / "renamed.md")
-    time.sleep(5.1)  # results are cached for a few seconds per query
-    assert first_path(mnt.root, "zebrafish tank") == "fresh/renamed.md"
+    assert first_path(mnt.root, asked) == "fresh/renamed.md"
+    (mnt.root / "fresh" / "renamed.md").write_text("# Auth\nKeys never rotate now (zebra).\n")
+    shown = query(mnt.root, asked + ".json")
+    assert "thirty days" not in shown and "never rotate" in shown
     os.unlink(mnt.root / "fresh" / "renamed.md")
-    time.sleep(5.1)
-    assert first_path(mnt.root, "zebrafish tank") is None
-    assert "No memory matches" in query(mnt.root, "zebrafish")
+    assert first_path(mnt.root, asked) is None
+    shown = query(mnt.root, asked) + query(mnt.root, asked + ".json")
+    assert "renamed.md" not in shown and "rotate" not in shown
 
 
 def test_search_tree_is_read_only_and_lists_recent_queries(mnt):
