@@ -60,9 +60,12 @@ def ask(path: Path, op: str, *, pid: int, timeout: float | None = None, **args: 
         except OSError as exc:
             raise DaemonUnreachable(pid, exc.strerror or type(exc).__name__) from None
         sock.settimeout(timeout)
-        sock.sendall(encode({"v": PROTOCOL, "op": op, **args}))
-        sock.shutdown(socket.SHUT_WR)
-        answer = _read_all(sock)
+        try:
+            sock.sendall(encode({"v": PROTOCOL, "op": op, **args}))
+            sock.shutdown(socket.SHUT_WR)
+            answer = _read_all(sock)
+        except (BrokenPipeError, ConnectionResetError):
+            answer = b""  # the daemon went away mid-request
     if not answer:
         raise DaemonFailed(f"The daemon (pid {pid}) stopped before answering.")
     try:

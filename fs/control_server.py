@@ -39,6 +39,7 @@ class ControlServer:
         self._log_file = log_file
         self._accepting = trio.CancelScope()
         self._refusal: str | None = None
+        self._refusal_spares: frozenset[str] = frozenset()
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         listener = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -58,9 +59,10 @@ class ControlServer:
             listener.close()
             self.path.unlink(missing_ok=True)
 
-    def refuse(self, sentence: str) -> None:
-        """From now on every new request is answered with this error."""
+    def refuse(self, sentence: str, *, but: frozenset[str] = frozenset()) -> None:
+        """From now on every new request is answered with this error, except ``but``."""
         self._refusal = sentence
+        self._refusal_spares = but
 
     def stop(self) -> None:
         """Accept no more connections; answers already underway are finished."""
@@ -88,7 +90,7 @@ class ControlServer:
                 "lock the vault and unlock it with this memvault.",
                 EXIT_USAGE,
             )
-        if self._refusal is not None:
+        if self._refusal is not None and op not in self._refusal_spares:
             return _error(self._refusal, 1)
         try:
             return {"ok": True, "result": await handler(request)}

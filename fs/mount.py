@@ -110,7 +110,9 @@ class _Daemon:
                 # Idle reader tasks kept waiting on /dev/fuse: with fewer than
                 # two, pyfuse3 starts (and ends) a task for every request.
                 await pyfuse3.main(min_tasks=READER_TASKS, max_tasks=MAX_TASKS)
-                self.control.refuse("The vault is being locked.")
+                self._stopping = True  # the session is closing: never terminate it again
+                # A second `lock` waits for this one's end like the first.
+                self.control.refuse("The vault is being locked.", but=frozenset({"lock"}))
                 self.unmount()
                 await trio.to_thread.run_sync(self.close_vault)
             finally:

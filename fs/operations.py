@@ -136,12 +136,17 @@ class VaultOperations(pyfuse3.Operations):
     def _attrs_of(self, record_id: bytes | None) -> pyfuse3.EntryAttributes:
         return self._attrs(self._meta(record_id), record_id)
 
-    def _chunk(self, state: OpenFile, index: int) -> bytearray:
-        """A chunk of an open file's content, from its state or decrypted once."""
+    def _chunk(self, state: OpenFile, index: int, size: int) -> bytearray:
+        """Chunk ``index`` of an open file of ``size`` bytes, from its state or
+        decrypted once; as long as the file says (a chunk kept before the file
+        grew past it is zero-extended: what lies beyond its old end is a hole)."""
         chunk = state.chunk(index)
         if chunk is None:
             chunk = bytearray(self.vault.read_chunk(state.record_id, index))
             state.remember(index, chunk)
+        length = min(CHUNK_SIZE, size - index * CHUNK_SIZE)
+        if len(chunk) < length:
+            chunk.extend(bytes(length - len(chunk)))
         return chunk
 
     # -- names and attributes --------------------------------------------------
@@ -391,13 +396,14 @@ class VaultOperations(pyfuse3.Operations):
         if fh >= RESULT_FH_BASE:
             return self._result_handles[fh][off : off + size]
         state = self.files.get(fh)
-        end = min(off + size, self._meta(state.record_id).size)
+        file_size = self._meta(state.record_id).size
+        end = min(off + size, file_size)
         if off >= end:
             return b""
         parts = []
         for index in range(off // CHUNK_SIZE, (end - 1) // CHUNK_SIZE + 1):
             start = index * CHUNK_SIZE
-            chunk = self._chunk(state, index)
+            chunk = self._chunk(state, index, file_size)
             parts.append(chunk[max(off - start, 0) : end - start])
         return b"".join(parts)
 
@@ -420,9 +426,9 @@ class VaultOperations(pyfuse3.Operations):
             lo, hi = max(off, start) - start, min(end, start + CHUNK_SIZE) - start
             length = min(CHUNK_SIZE, size - start)
             if start >= old_size or (lo == 0 and hi >= length):
-                chunk = state.chunk(index) or bytearray()  # nothing of it survives: no read
-            else:
-                chunk = self._chunk(state, index)
+                chunk = bytearray(length)  # nothing of it survives: no read
+            else:  # a copy: the kept chunk changes only once the write is committed
+                chunk = bytearray(self._chunk(state, index, old_size))
             if len(chunk) < length:
                 chunk.extend(bytes(length - len(chunk)))
             chunk[lo:hi] = buf[start + lo - off : start + hi - off]

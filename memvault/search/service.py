@@ -85,8 +85,11 @@ class SearchService:
         self._in_flight = 0  # batches being embedded or stored
         self._loading = False  # index_all is running: build no HNSW graph yet
         self._building_graph = False
-        self._lock = threading.Lock()
-        self._work = threading.Condition(self._lock)
+        self._lock = threading.Lock()  # the index, claims, batches
+        # Only these two guard the change marks: a writer never waits for a
+        # worker (at idle priority) that holds the index lock.
+        self._marks = threading.Lock()
+        self._wake = threading.Event()
         self._stopping = False
         self._workers = workers
         self._quiet = quiet
@@ -124,10 +127,10 @@ class SearchService:
         try:
             self._load_all(pinned)
         finally:
-            with self._work:
+            with self._lock:
                 self._loading = False
                 self._maybe_build_graph()
-                self._work.notify_all()
+            self._wake.set()
 
     def _load_all(self, pinned: str | None) -> None:
         for meta in self.vault.walk():
@@ -181,21 +184,24 @@ class SearchService:
     def _on_change(self, kind: str, record_id: bytes, path: str, data: bytes | None) -> None:
         """A record changed (put, move, delete): noted, nothing more on the writer's thread."""
         now = time.monotonic()
-        with self._work:
+        with self._marks:
             for pending in (self._changed, self._touched):
                 pending.pop(record_id, None)  # to the end: the order of last change
                 pending[record_id] = now
-            self._work.notify_all()
+        self._wake.set()
 
     def _index_changed(self, *, quiet_since: float | None = None, limit: int | None = None):
         """Index the words of changed records (lock held): all of them, or those
         unchanged since ``quiet_since``, at most ``limit``."""
         done = 0
-        while self._changed and (limit is None or done < limit):
-            record_id, when = next(iter(self._changed.items()))
-            if quiet_since is not None and when > quiet_since:
-                return
-            del self._changed[record_id]
+        while limit is None or done < limit:
+            with self._marks:
+                if not self._changed:
+                    return
+                record_id, when = next(iter(self._changed.items()))
+                if quiet_since is not None and when > quiet_since:
+                    return
+                del self._changed[record_id]
             self._index_record(record_id)
             done += 1
 
@@ -228,7 +234,7 @@ class SearchService:
                 self.vault.drop_derived()
                 self.vault.pin_model(embedder.model_sha256)
             self._embedder = embedder
-        with self._work:
+        with self._lock:
             self.index = HybridIndex(self._dim, hnsw_threshold=self._hnsw_threshold)
             self._body_gen.clear()
             self._claimed.clear()
@@ -242,9 +248,9 @@ class SearchService:
             thread.start()
 
     def stop(self) -> None:
-        with self._work:
+        with self._lock:
             self._stopping = True
-            self._work.notify_all()
+        self._wake.set()
         for thread in self._threads:
             thread.join(timeout=30)
 
@@ -263,21 +269,23 @@ class SearchService:
         """A worker: index and embed what has been quiet, at the lowest CPU priority."""
         lower_priority()
         while True:
-            with self._work:
+            self._wake.clear()  # a change from now on sets it again: no wake-up is lost
+            with self._lock:
+                if self._stopping:
+                    return
                 batch = self._next_batch()
-                while batch is None:
-                    if self._stopping:
-                        return
-                    self._work.wait(POLL_S if self._touched or self._changed else None)
-                    batch = self._next_batch()
-                self._claimed.update(batch)
-                self._in_flight += 1
+                if batch is not None:
+                    self._claimed.update(batch)
+                    self._in_flight += 1
+            if batch is None:
+                self._wake.wait(POLL_S if self._touched or self._changed else None)
+                continue
             try:
                 vectors = self._embed(list(batch.values()))
             except ModelMismatch:
-                with self._work:  # wait for `memvault reindex` (or more work) and retry
+                with self._lock:  # wait for `memvault reindex` (or more work) and retry
                     self._release(batch)
-                    self._work.wait()
+                self._wake.wait()
                 continue
             except Exception as exc:
                 log.error("embedding failed: %s", type(exc).__name__)
@@ -295,11 +303,12 @@ class SearchService:
         if self._stopping:
             return None
         quiet_since = time.monotonic() - self._quiet
-        while self._touched:  # forget what has been quiet long enough
-            record_id, when = next(iter(self._touched.items()))
-            if when > quiet_since:
-                break
-            del self._touched[record_id]
+        with self._marks:
+            while self._touched:  # forget what has been quiet long enough
+                record_id, when = next(iter(self._touched.items()))
+                if when > quiet_since:
+                    break
+                del self._touched[record_id]
         self._index_changed(quiet_since=quiet_since, limit=EMBED_BATCH)
         batch = {}
         for chunk_id, text in self.index.pending.items():
@@ -315,7 +324,7 @@ class SearchService:
     def _release(self, batch: dict[int, str]) -> None:
         self._claimed.difference_update(batch)
         self._in_flight -= 1
-        self._work.notify_all()  # what is left may be another worker's next batch
+        self._wake.set()  # what is left may be another worker's next batch
 
     def _absorb(self, batch: dict[int, str], vectors: np.ndarray) -> None:
         """Add a batch's vectors to the index and store them, sealed, in the vault."""

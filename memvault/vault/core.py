@@ -63,6 +63,7 @@ from .loading import (
 )
 from .records import FILE, SYMLINK, Meta, RecordFormatError
 from .schema import (
+    CHUNKS,
     DERIVED,
     HEADER_AUTH_KEY,
     HEADER_KEY,
@@ -312,6 +313,17 @@ class Vault:
             leave_out = {(db, rid) for rid in dropped for db in (RECORDS, KEYS, DERIVED)}
             leave_out |= {(RECORDS, sid) for sid, _, _ in refiled if sid not in refiled_ids}
             leave_out.add((STATE, SNAPSHOT_KEY))
+            live_chunks = {
+                key
+                for entry in [*self._tree.by_id.values(), *(e for _, e, _ in refiled)]
+                for key in self._bodies.chunk_keys_of(entry)
+            }
+            with self._store.read() as txn:  # chunks of dropped records: left out too
+                leave_out |= {
+                    (CHUNKS, bytes(key))
+                    for key, _ in txn.items(CHUNKS)
+                    if bytes(key) not in live_chunks
+                }
             extra = {(RECORDS, entry.record_id): value for _, entry, value in refiled}
             for w in damage.recreated:
                 extra[(RECORDS, w.entry.record_id)] = sealer.pack_record(w.entry, w.sealed_body)
@@ -412,8 +424,7 @@ class Vault:
             entry = self._tree.of(record_id)
             if entry.meta.type != FILE:
                 raise IsADirectory(entry.meta.path)
-            with self._store.read() as txn, self._corruption(entry):
-                return bytes(self._bodies.read_chunk(txn, entry, index))
+            return bytes(self._read_chunk(entry, index))
 
     def readlink_record(self, record_id: bytes) -> str:
         with self._lock:
@@ -531,29 +542,42 @@ class Vault:
         this: a write() is committed (journaled) before it returns.
         """
         with self._lock:
-            self._check_writable()
-            entry = self._tree.of(record_id)
-            if entry.meta.type != FILE:
-                raise IsADirectory(entry.meta.path)
-            if size > MAX_MEMORY_SIZE:
-                raise TooLarge(entry.meta.path, size, MAX_MEMORY_SIZE)
-            with self._corruption(entry):
-                write = self._writer.chunk_write(entry, chunks, size)
-            self._writer.commit([write])
-        self._notify([("put", record_id, write.entry.meta.path, None)])
-        return write.entry.meta
+            meta = self._write_chunks(self._tree.of(record_id), chunks, size)
+        self._notify([("put", record_id, meta.path, None)])
+        return meta
 
     def resize_record(self, record_id: bytes, size: int) -> Meta:
-        """truncate(2): cut a file, or extend it with zeros (a hole, stored nowhere)."""
+        """truncate(2): cut a file, or extend it with zeros (a hole, stored nowhere).
+
+        Only the chunk the new end falls in is read: cutting a 1 GiB file to
+        nothing decrypts nothing."""
         with self._lock:
             entry = self._tree.of(record_id)
+            self._check_writable()
             chunks = {}
-            if size < entry.meta.size and size % CHUNK_SIZE:  # the new last chunk, cut
+            if entry.meta.chunked and size <= CHUNK_SIZE:  # back inline: its one chunk
+                chunks[0] = self._read_chunk(entry, 0)[:size] if size else b""
+            elif size < entry.meta.size and size % CHUNK_SIZE:  # the new last chunk, cut
                 last = size // CHUNK_SIZE
-                with self._store.read() as txn, self._corruption(entry):
-                    content = self._bodies.read_chunk(txn, entry, last)
-                chunks[last] = content[: size % CHUNK_SIZE]
-            return self.write_chunks(record_id, chunks, size)
+                chunks[last] = self._read_chunk(entry, last)[: size % CHUNK_SIZE]
+            meta = self._write_chunks(entry, chunks, size)
+        self._notify([("put", record_id, meta.path, None)])
+        return meta
+
+    def _write_chunks(self, entry: Entry, chunks: Mapping, size: int) -> Meta:
+        self._check_writable()
+        if entry.meta.type != FILE:
+            raise IsADirectory(entry.meta.path)
+        if size > MAX_MEMORY_SIZE:
+            raise TooLarge(entry.meta.path, size, MAX_MEMORY_SIZE)
+        with self._corruption(entry):
+            write = self._writer.chunk_write(entry, chunks, size)
+        self._writer.commit([write])
+        return write.entry.meta
+
+    def _read_chunk(self, entry: Entry, index: int) -> bytearray:
+        with self._store.read() as txn, self._corruption(entry):
+            return self._bodies.read_chunk(txn, entry, index)
 
     def create_in(
         self,
@@ -867,8 +891,9 @@ class Vault:
     # -- compaction and closing ------------------------------------------------------
 
     def sync(self) -> None:
-        """Make every change so far durable on disk (fsync)."""
+        """Make every change so far durable on disk (fsync), directory times too."""
         if not self._store.readonly:
+            self._writer.persist_times()
             self._store.sync()
 
     def compact(self) -> tuple[int, int]:

@@ -107,10 +107,13 @@ class Housekeeper:
         return None
 
     def _run_flush(self) -> None:
+        """Failures are logged (the journal keeps its entries); the thread goes on."""
         try:
             self._flush()
         except MemvaultError as exc:
             log.warning("moving the journal into the vault failed: %s", exc)
+        except Exception as exc:  # the one housekeeping thread must outlive a surprise
+            log.error("moving the journal into the vault failed: %s", type(exc).__name__)
 
     def _run_compaction(self) -> None:
         """Failures are logged; the compaction stays owed and is retried at close."""
@@ -118,3 +121,5 @@ class Housekeeper:
             self._compact()
         except MemvaultError as exc:
             log.warning("compaction after shreds failed: %s", exc)
+        except Exception as exc:
+            log.error("compaction after shreds failed: %s", type(exc).__name__)

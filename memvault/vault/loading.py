@@ -251,7 +251,7 @@ class Loader:
                     orphans.append((record_id, bytes(value)))
                 continue
             acc.add(record_id, entry.meta.gen)
-            if entry.meta.path in self.tree.by_path:
+            if not entry.meta.orphan and entry.meta.path in self.tree.by_path:
                 raise VaultTampered(self.path, "two records claim the same path")
             self.tree.add(entry)
         unused_keys.update(wrapped)

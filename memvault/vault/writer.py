@@ -250,7 +250,7 @@ class Writer:
         after a quiet moment, at close, or by the next writer.
         """
         shreds = list(shreds)
-        shredding_only = not writes
+        shredding_only = not writes and bool(shreds)
         # An old version left in free pages is worth a compaction, unless only its times differ.
         owed = bool(shreds) or (not times_only and any(w.old_gen is not None for w in writes))
         touched = self._touch_dirs(writes, shreds)
@@ -377,12 +377,19 @@ class Writer:
                     writes.append(
                         Write(Entry(record_id, meta, entry.data_key), entry.meta.gen, None)
                     )
-            self.commit(writes, store_root=root, times_only=True)
+            try:
+                self.commit(writes, store_root=root, times_only=True)
+            except BaseException:  # kept for the next try
+                self._changed_times |= ids
+                self._root_changed = self._root_changed or root
+                raise
 
     def _flush_soon(self) -> None:
         """The housekeeping flush: directory times first, then the journal into LMDB."""
-        self.persist_times()
-        self.store.flush()
+        try:
+            self.persist_times()
+        finally:
+            self.store.flush()
 
     def root_meta(self) -> Meta:
         """The root directory's attributes (it has no record; they are under ROOT_KEY)."""
@@ -532,7 +539,11 @@ class Writer:
         half-full pages (random ids split them): a locked vault is always as
         small as it can be.
         """
-        self._store_times()
+        orphans = self.tree.orphans()  # files still open at lock: their last close is now
+        if orphans:
+            self.commit([], orphans)
+        with contextlib.suppress(DiskFull):  # directory times only
+            self._store_times()
         if not self.snapshot_stored:
             with contextlib.suppress(DiskFull):  # only an unlock speed-up
                 sealed = seal_snapshot(self.store, self.sealer, self.tree, self.acc)

@@ -7,6 +7,7 @@ mount for the handlers' own logic; tests/mount/ covers the kernel side.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -155,3 +156,82 @@ def test_bad_names_and_stale_inodes(ops):
     inode = create(ops, ROOT, b"gone.md", b"x")
     run(ops.unlink, ROOT, b"gone.md", CTX)
     assert errno_of(ops.getattr, inode, CTX) == errno.ENOENT
+
+
+# -- review findings: large-file writes and reads through one handle ---------------------
+
+
+CHUNK = 64 << 10
+
+
+def test_a_chunk_kept_before_the_file_grew_reads_at_its_full_length(ops):
+    """A chunk read while it was the file's short last one, then the file grows
+    past it by a write further out: the gap reads as zeros, nothing shifts."""
+    inode = create(ops, ROOT, b"grow.bin")
+
+    async def go():
+        info = await ops.open(inode, os.O_RDWR, CTX)
+        try:
+            await ops.write(info.fh, 0, b"A" * 100 * 1024)
+            assert len(await ops.read(info.fh, 0, 128 * 1024)) == 100 * 1024
+            await ops.write(info.fh, 128 * 1024, b"Z" * CHUNK)
+            got = await ops.read(info.fh, CHUNK, 2 * CHUNK)
+        finally:
+            await ops.release(info.fh)
+        return got
+
+    got = run(go)
+    want = b"A" * (100 * 1024 - CHUNK) + bytes(128 * 1024 - 100 * 1024) + b"Z" * CHUNK
+    assert got == want
+
+
+def test_a_write_that_fails_to_commit_changes_nothing_kept(tmp_path):
+    """A full disk (a real one) refuses a write: what the handle reads, and the
+    next write of the same chunk, must not carry the refused bytes."""
+    from memvault.vault import Vault
+
+    from ..conftest import FAST_KDF, PASSPHRASE, small_disk
+
+    with small_disk(tmp_path / "tiny", "2m") as disk:
+        vault = Vault.create(disk / "memory.vault", PASSPHRASE, kdf=FAST_KDF, compact_delay=None)
+        try:
+            ops = VaultOperations(vault)
+            inode = create(ops, ROOT, b"f.md", b"A" * 60_000)
+            filler = disk / "filler"
+            with open(filler, "wb", buffering=0) as f, contextlib.suppress(OSError):
+                while True:
+                    f.write(b"\0" * 4096)
+
+            async def go():
+                info = await ops.open(inode, os.O_RDWR, CTX)
+                try:
+                    assert await ops.read(info.fh, 0, 100_000) == b"A" * 60_000
+                    with pytest.raises(pyfuse3.FUSEError) as full:
+                        await ops.write(info.fh, 0, b"B" * 10)  # a part of the kept chunk
+                    assert full.value.errno == errno.ENOSPC
+                    assert await ops.read(info.fh, 0, 100_000) == b"A" * 60_000
+                    filler.unlink()
+                    await ops.write(info.fh, 59_999, b"C")
+                finally:
+                    await ops.release(info.fh)
+
+            run(go)
+            assert read(ops, inode) == b"A" * 59_999 + b"C"
+        finally:
+            vault.close()
+
+
+def test_truncating_a_large_file_to_nothing_decrypts_nothing(ops, vault, monkeypatch):
+    inode = create(ops, ROOT, b"big.bin", os.urandom(2 << 20))
+    decrypted = []
+    original = vault._bodies.read_all
+    monkeypatch.setattr(
+        vault._bodies, "read_all", lambda txn, entry: decrypted.append(1) or original(txn, entry)
+    )
+
+    async def go():
+        info = await ops.open(inode, os.O_WRONLY | os.O_TRUNC, CTX)
+        await ops.release(info.fh)
+
+    run(go)
+    assert decrypted == [] and read(ops, inode) == b""

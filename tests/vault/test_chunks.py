@@ -131,3 +131,34 @@ def test_a_shredded_large_file_leaves_no_chunk_and_no_byte(vault, vault_path):
     vault.close()
     assert chunk_values(vault_path) == {}
     assert_nowhere([marker], vault_path.parent)
+
+
+def test_resize_notifies_after_the_vault_lock_is_released(vault):
+    """A listener that takes another lock (the search index's) must never run
+    under the vault's: a worker takes them the other way round."""
+    vault.put("big.bin", os.urandom(3 * CHUNK_SIZE))
+    rid = vault.record_id("big.bin")
+    held = []
+    vault.add_listener(lambda *event: held.append(vault._lock._is_owned()))
+    vault.resize_record(rid, CHUNK_SIZE + 5)
+    vault.write_chunks(rid, {0: b"x" * CHUNK_SIZE}, CHUNK_SIZE + 5)
+    assert held == [False, False]
+
+
+def test_repair_leaves_no_chunk_of_a_dropped_record(vault, vault_path):
+    from memvault.errors import VaultDamaged
+
+    vault.put("big.bin", os.urandom(3 * CHUNK_SIZE))
+    vault.put("keep.md", b"kept")
+    rid = vault.record_id("big.bin")
+    vault.close()
+    with rawvault.raw(vault_path, write=True) as (txn, dbs):
+        txn.delete(rid, db=dbs["keys"])  # its data key gone: the record cannot be read
+    rawvault.drop_snapshot(vault_path)  # so that the unlock reads every record
+    with pytest.raises(VaultDamaged):
+        reopen(vault_path)
+    with reopen(vault_path, repair=True) as v:
+        v.repair(accept_unverified=True)
+    assert chunk_values(vault_path) == {}
+    with reopen(vault_path, readonly=True) as v:
+        assert v.get("keep.md") == b"kept"

@@ -283,3 +283,18 @@ def test_paths_have_no_length_limit_but_names_stop_at_255_bytes(vault_path, vaul
     with reopen(vault_path) as again:
         assert again.get(longer) == b"deep"
         assert max(len(m.path) for m in again.walk()) > 4600
+
+
+def test_an_orphan_is_shredded_at_close_and_never_blocks_the_next_unlock(vault_path, vault):
+    """A file unlinked while open when the vault closes (lock): gone with the
+    close; and an orphan beside a new file of the same name opens fine."""
+    vault.put("a.md", b"old secret")
+    old = vault.record_id("a.md")
+    vault.orphan_record(old)
+    vault.put("a.md", b"new content")  # the same name, another record
+    assert vault.get("a.md") == b"new content"
+    vault.close()
+    with reopen(vault_path, readonly=True) as again:
+        assert [m.path for m in again.walk()] == ["a.md"]
+        assert again.get("a.md") == b"new content"
+        assert len(again._tree) == 1, "the orphan was shredded at close"
