@@ -1,17 +1,24 @@
-"""Hybrid search over chunks: BM25 and embeddings, fused by reciprocal rank.
+"""Hybrid search over chunks: BM25 and embeddings, fused by normalised scores.
 
 A chunk enters the lexical index as soon as its memory is written (a memory
 closed before a search is always found by its words); its vector follows
 when the embedder gets to it (``pending`` lists what is not embedded yet).
-Only candidates with some real evidence are fused: a BM25 match, or a cosine
-above MIN_COSINE. A query with nothing relevant therefore returns nothing,
-not the least bad noise.
+
+The candidates are the best FETCH of each signal; every candidate then gets
+both scores (its BM25 score, its cosine), each scaled to [0, 1] against the
+best candidate's, and they are mixed with weight ALPHA for the words. So a
+chunk that only one signal finds, but finds clearly best, can still come
+first (reciprocal rank fusion let anything found by both lists beat it).
+Only candidates with some real evidence count: a BM25 match, or a cosine
+above MIN_COSINE; a query with nothing relevant returns nothing, not the
+least bad noise. Results are files: the best chunk of each record first,
+the other chunks of the same record that matched with it.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,18 +28,23 @@ from .lexical import BM25
 from .vectors import HNSW_THRESHOLD, GraphBuild, VectorIndex
 
 MIN_COSINE = 0.2
-RRF_K = 60
-CANDIDATES = 50
+FETCH = 100
+SCOPE_EXACT_MAX = 20_000
+"""A search limited to at most this many chunks compares the query with each of them."""
+ALPHA = 0.6
+"""The words' share of the fused score (the meaning's is 1 - ALPHA)."""
 
 
 @dataclass(frozen=True)
 class Hit:
+    """One record's best chunk, with the others of the same record that matched."""
+
     record_id: bytes
     chunk: Chunk
-    score: float
-    lexical_rank: int | None
-    semantic_rank: int | None
-    cosine: float | None
+    score: float  # fused, in [0, 1]
+    lexical: float  # the chunk's BM25 score (0: no query word in it)
+    cosine: float | None  # None: not embedded yet
+    others: tuple[Chunk, ...] = ()
 
 
 class HybridIndex:
@@ -120,40 +132,76 @@ class HybridIndex:
         vector: np.ndarray | None,
         k: int = 10,
         *,
-        allowed: Callable[[bytes], bool] | None = None,
+        allowed: Collection[bytes] | None = None,
+        alpha: float = ALPHA,
+        fetch: int = FETCH,
     ) -> list[Hit]:
-        """The best chunks for ``query``, whose embedding is ``vector`` (None: words only).
-
-        ``allowed`` filters by record (a path prefix).
-        """
-        fetch = CANDIDATES if allowed is None else CANDIDATES * 4  # a filter drops some
-        lexical = self.lexical.search(query, fetch)
-        semantic = []
+        """The best ``k`` records for ``query``, whose embedding is ``vector`` (None:
+        words only), each with its matching chunks. ``allowed`` (record ids) limits
+        the search to those records: both signals are then computed over their
+        chunks only, so a small directory is searched exactly."""
+        lexical = self.lexical.scores(query)
+        scope = None
+        if allowed is not None:
+            scope = np.fromiter(
+                (cid for rid in allowed for cid in self._by_record.get(rid, ())), np.int64
+            )
+            if lexical is not None:
+                kept = np.zeros(len(lexical), np.float32)
+                inside = scope[scope < len(lexical)]
+                kept[inside] = lexical[inside]
+                lexical = kept
+        candidates: dict[int, list[float | None]] = {}  # chunk id -> [bm25, cosine]
+        if lexical is not None:
+            found = np.flatnonzero(lexical > 0)
+            if len(found) > fetch:
+                found = found[np.argpartition(-lexical[found], fetch - 1)[:fetch]]
+            for cid in found.tolist():
+                candidates[cid] = [float(lexical[cid]), None]
         if vector is not None and len(self.vectors):
-            semantic = [h for h in self.vectors.search(vector, fetch) if h[1] >= MIN_COSINE]
-
-        def keep(hits):
-            out = []
-            for chunk_id, score in hits:
-                entry = self._chunks.get(chunk_id)
-                if entry is not None and (allowed is None or allowed(entry[0])):
-                    out.append((chunk_id, score))
-                    if len(out) == CANDIDATES:
-                        break
-            return out
-
-        lexical, semantic = keep(lexical), keep(semantic)
-        fused: dict[int, float] = {}
-        lex_rank = {cid: r for r, (cid, _) in enumerate(lexical, start=1)}
-        sem = {cid: (r, cos) for r, (cid, cos) in enumerate(semantic, start=1)}
-        for cid, r in lex_rank.items():
-            fused[cid] = fused.get(cid, 0.0) + 1.0 / (RRF_K + r)
-        for cid, (r, _) in sem.items():
-            fused[cid] = fused.get(cid, 0.0) + 1.0 / (RRF_K + r)
-        best = sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:k]
+            for cid, cosine in self._nearest(vector, fetch, scope):
+                if cid in candidates:
+                    candidates[cid][1] = cosine
+                elif cosine >= MIN_COSINE:
+                    known = lexical is not None and cid < len(lexical)
+                    candidates[cid] = [float(lexical[cid]) if known else 0.0, cosine]
+            missing = [cid for cid, (_, cos) in candidates.items() if cos is None]
+            for cid, cosine in self.vectors.search_among(missing, vector, len(missing)):
+                candidates[cid][1] = cosine  # found by words only: its cosine too
+        rows = [
+            (cid, bm25, cosine) for cid, (bm25, cosine) in candidates.items() if cid in self._chunks
+        ]
+        if not rows:
+            return []
+        top_bm25 = max(r[1] for r in rows) or 1.0
+        cosines = [r[2] for r in rows if r[2] is not None]
+        top_cos = max(cosines, default=MIN_COSINE)
+        span = max(top_cos - MIN_COSINE, 1e-6)
+        fused = []
+        for cid, bm25, cosine in rows:
+            meaning = 0.0 if cosine is None else max(0.0, cosine - MIN_COSINE) / span
+            fused.append((alpha * bm25 / top_bm25 + (1 - alpha) * meaning, cid, bm25, cosine))
+        fused.sort(key=lambda f: (-f[0], f[1]))
+        by_record: dict[bytes, list] = {}
+        for row in fused:
+            record_id = self._chunks[row[1]][0]
+            if record_id in by_record or len(by_record) < k:
+                by_record.setdefault(record_id, []).append(row)
         hits = []
-        for cid, score in best:
-            record_id, chunk = self._chunks[cid]
-            r, cos = sem.get(cid, (None, None))
-            hits.append(Hit(record_id, chunk, score, lex_rank.get(cid), r, cos))
+        for record_id, chunks in by_record.items():
+            score, cid, bm25, cosine = chunks[0]
+            others = tuple(self._chunks[c[1]][1] for c in chunks[1:])
+            hits.append(Hit(record_id, self._chunks[cid][1], score, bm25, cosine, others))
         return hits
+
+    def _nearest(
+        self, vector: np.ndarray, fetch: int, scope: np.ndarray | None
+    ) -> list[tuple[int, float]]:
+        """The chunks nearest ``vector``: of the whole index, or exactly within ``scope``."""
+        if scope is None or len(scope) > SCOPE_EXACT_MAX:
+            found = self.vectors.search(vector, fetch * (4 if scope is not None else 1))
+            if scope is not None:
+                inside = set(scope.tolist())
+                found = [(cid, cos) for cid, cos in found if cid in inside]
+            return found
+        return self.vectors.search_among(scope.tolist(), vector, fetch)

@@ -6,88 +6,64 @@ their parts, so both an exact error code and a word of it find the chunk.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from array import array
 from collections import Counter
 
 import numpy as np
+import Stemmer
 
-_WORD = re.compile(r"[0-9a-zA-Z_]+")
+_WORD = re.compile(r"[0-9a-zA-Z_]+(?:[.\-][0-9a-zA-Z_]+)*")
+_PLAIN = re.compile(r"[0-9a-zA-Z_]+")
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_STEMMER = Stemmer.Stemmer("english")
 
-
-# Words that match almost every note and would turn any question into noise.
+# Words that match almost every note (and every conversational turn) and
+# would turn any question into noise: English function words and the
+# auxiliaries a question is built with ("when did", "what has").
 STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "but",
-        "by",
-        "can",
-        "do",
-        "does",
-        "for",
-        "from",
-        "has",
-        "have",
-        "how",
-        "i",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "me",
-        "my",
-        "of",
-        "on",
-        "or",
-        "our",
-        "so",
-        "that",
-        "the",
-        "their",
-        "them",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "to",
-        "was",
-        "we",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "why",
-        "will",
-        "with",
-        "you",
-        "your",
-    ]
+    """
+    a about after again all also am an and any are as at be been before being
+    but by can could did do does doing done for from had has have having he her
+    here hers him his how i if in into is it its itself just me more most my no
+    nor not of off on once only or other our ours out over own same she should
+    so some such than that the their theirs them then there these they this
+    those through to too under until up very was we were what when where which
+    while who whom why will with would you your yours
+    """.split()  # noqa: SIM905 - a paragraph of words reads better than a list
 )
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _stem(word: str) -> str:
+    """Snowball's English stem of a plain word ("camping" -> "camp"); identifiers
+    with digits or underscores are kept as they are. Cached: a vault's words
+    repeat."""
+    return _STEMMER.stemWord(word) if word.isalpha() else word
+
+
 def tokenize(text: str) -> list[str]:
+    """Terms for BM25: words lowercased and stemmed, stop words and single
+    letters dropped; an identifier ("ERR_CONN_RESET", "computeChecksum",
+    "file.py", "de-stress") is kept whole and also split into its parts, so
+    both the exact token and a word of it find it."""
     tokens = []
-    for word in _WORD.findall(text):
-        lower = word.lower()
-        if lower in STOPWORDS:
-            continue
-        tokens.append(lower)
-        parts = [p.lower() for piece in word.split("_") for p in _CAMEL.findall(piece)]
-        if len(parts) > 1:
-            tokens += parts
+    for whole in _WORD.findall(text):
+        pieces = _PLAIN.findall(whole)
+        if len(pieces) > 1:
+            tokens.append(whole.lower())  # "file.py", "de-stress" as themselves
+        for word in pieces:
+            lower = word.lower()
+            if lower in STOPWORDS or (len(lower) == 1 and not lower.isdigit()):
+                continue
+            tokens.append(_stem(lower))
+            if word.isalpha() and (word.islower() or word.istitle()):
+                continue  # a plain word: no parts
+            parts = [p.lower() for piece in word.split("_") for p in _CAMEL.findall(piece)]
+            if len(parts) > 1:
+                tokens += [_stem(p) for p in parts if len(p) > 1 and p not in STOPWORDS]
     return tokens
 
 
@@ -107,7 +83,11 @@ class BM25:
     PURGE_MIN = 50_000
     """Dead postings tolerated whatever their share (a purge walks every term)."""
 
-    def __init__(self, k1: float = 1.2, b: float = 0.75) -> None:
+    def __init__(self, k1: float = 1.2, b: float = 0.3) -> None:
+        """``b`` 0.3, not the textbook 0.75: memories run from one line to many
+        sections, and a short note that names the thing should not lose to a
+        long one that also does (measured on the LoCoMo development set:
+        turn-level R@10 0.686 with 0.75, 0.702 with 0.3)."""
         self.k1, self.b = k1, b
         self._postings: dict[str, tuple[array, array]] = {}  # term -> (doc ids, tfs)
         self._df: dict[str, int] = {}  # term -> live documents holding it
@@ -190,9 +170,24 @@ class BM25:
 
     def search(self, query: str, k: int = 10, allowed=None) -> list[tuple[int, float]]:
         """The best ``k`` documents for ``query`` (score > 0 only)."""
+        scores = self.scores(query)
+        if scores is None:
+            return []
+        if allowed is not None:
+            mask = np.zeros(len(scores), bool)
+            mask[[i for i in allowed if i < len(scores)]] = True
+            scores[~mask] = 0
+        hits = np.flatnonzero(scores > 0)
+        if len(hits) > k:
+            hits = hits[np.argpartition(-scores[hits], k - 1)[:k]]
+        order = sorted(hits.tolist(), key=lambda i: (-scores[i], i))
+        return [(i, float(scores[i])) for i in order]
+
+    def scores(self, query: str) -> np.ndarray | None:
+        """Every document's score for ``query``, by document id (None: no documents)."""
         n = len(self._lengths)
         if not n:
-            return []
+            return None
         average = self._total / n
         scores = np.zeros(len(self._length_array), np.float32)
         for term in set(tokenize(query)):
@@ -206,12 +201,4 @@ class BM25:
             norm = tfs + self.k1 * (1 - self.b + self.b * self._length_array[ids] / average)
             scores[ids] += idf * tfs * (self.k1 + 1) / norm
         scores *= self._alive  # dead postings score nothing
-        if allowed is not None:
-            mask = np.zeros(len(scores), bool)
-            mask[[i for i in allowed if i < len(scores)]] = True
-            scores[~mask] = 0
-        hits = np.flatnonzero(scores > 0)
-        if len(hits) > k:
-            hits = hits[np.argpartition(-scores[hits], k - 1)[:k]]
-        order = sorted(hits.tolist(), key=lambda i: (-scores[i], i))
-        return [(i, float(scores[i])) for i in order]
+        return scores

@@ -114,6 +114,20 @@ class VectorIndex:
             return None
         return self._buffer[rows]
 
+    def search_among(
+        self, ids: list[int], query: np.ndarray, k: int = 10
+    ) -> list[tuple[int, float]]:
+        """The ``k`` of ``ids`` nearest ``query`` (exact; ids without a vector skipped)."""
+        found = [(i, r) for i in ids if (r := self._row.get(i)) is not None]
+        if not found:
+            return []
+        present, rows = zip(*found, strict=True)
+        scores = self._buffer[list(rows)] @ np.asarray(query, np.float32).reshape(self.dim)
+        k = min(k, len(present))
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [(present[i], float(scores[i])) for i in top]
+
     def search(self, query: np.ndarray, k: int = 10) -> list[tuple[int, float]]:
         """The ``k`` nearest ids with their cosine similarity, best first."""
         n = self._count

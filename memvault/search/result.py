@@ -1,13 +1,24 @@
-"""One search result: where a matching chunk is, and the words around the match."""
+"""One search result: a file, its best matching chunk, and the words around the match."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
+
+from ..index.lexical import tokenize
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 @dataclass(frozen=True)
 class Result:
-    """Names a path, not a record: the path it has now, at the time of the query."""
+    """Names a path, not a record: the path it has now, at the time of the query.
+
+    ``score`` is in [0, 1]: the fused evidence of words and meaning, as a share
+    of the best found for this query (1: best on both). ``words`` are the
+    query's terms the chunk holds (stemmed, as BM25 matched them); ``also``
+    are the line ranges of the file's other matching chunks.
+    """
 
     rank: int
     score: float
@@ -17,17 +28,28 @@ class Result:
     end_line: int
     snippet: str
     cosine: float | None
+    words: list[str] = field(default_factory=list)
+    also: list[list[int]] = field(default_factory=list)
+
+
+def matched_words(text: str, query: str) -> list[str]:
+    """The query's terms found in ``text``, in the query's order."""
+    present = set(tokenize(text))
+    return [term for term in dict.fromkeys(tokenize(query)) if term in present]
 
 
 def snippet(text: str, query: str, width: int = 240) -> str:
-    """The part of a chunk around the first query word it contains, on one line."""
-    flat = " ".join(text.split())
-    lower = flat.lower()
-    at = -1
-    for word in sorted(query.lower().split(), key=len, reverse=True):
-        at = lower.find(word)
-        if at >= 0:
-            break
-    start = max(0, at - width // 3) if at >= 0 else 0
-    piece = flat[start : start + width]
-    return ("…" if start else "") + piece + ("…" if start + width < len(flat) else "")
+    """The sentences of a chunk that hold the most query words, on one line.
+
+    The best sentence (most distinct query terms, the earliest on a tie) is
+    the start; the sentences after it fill the width. Without any query word
+    in it (found by meaning alone), the chunk's beginning."""
+    sentences = [s.strip() for s in _SENTENCE.split(text) if s.strip()]
+    if not sentences:
+        return ""
+    terms = set(tokenize(query))
+    counts = [len(terms & set(tokenize(s))) for s in sentences]
+    best = max(range(len(sentences)), key=lambda i: (counts[i], -i)) if terms else 0
+    picked = " ".join(" ".join(s.split()) for s in sentences[best:])
+    cut = picked[:width]
+    return ("…" if best else "") + cut + ("…" if len(picked) > width else "")

