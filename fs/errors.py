@@ -28,19 +28,24 @@ def fuse_errors(handler: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable
     async def wrapper(*args, **kwargs) -> T:
         try:
             return await handler(*args, **kwargs)
-        except pyfuse3.FUSEError:
-            raise
-        except MemvaultError as exc:
-            raise pyfuse3.FUSEError(exc.errno) from None
-        except OSError as exc:
-            raise pyfuse3.FUSEError(exc.errno or errno.EIO) from None
         except Exception as exc:
-            log.error(
-                "unexpected %s in %s (answered EIO):\n%s",
-                type(exc).__name__,
-                handler.__name__,
-                "".join(traceback.format_tb(exc.__traceback__)),
-            )
-            raise pyfuse3.FUSEError(errno.EIO) from None
+            raise as_fuse_error(exc, handler.__name__) from None
 
     return wrapper
+
+
+def as_fuse_error(exc: Exception, handler_name: str) -> pyfuse3.FUSEError:
+    """The errno answer for an exception raised while handling a request."""
+    if isinstance(exc, pyfuse3.FUSEError):
+        return exc
+    if isinstance(exc, MemvaultError):
+        return pyfuse3.FUSEError(exc.errno)
+    if isinstance(exc, OSError):
+        return pyfuse3.FUSEError(exc.errno or errno.EIO)
+    log.error(
+        "unexpected %s in %s (answered EIO):\n%s",
+        type(exc).__name__,
+        handler_name,
+        "".join(traceback.format_tb(exc.__traceback__)),
+    )
+    return pyfuse3.FUSEError(errno.EIO)

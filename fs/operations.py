@@ -23,7 +23,7 @@ import itertools
 import os
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import pyfuse3
@@ -45,7 +45,7 @@ from ..search import QueryError, SearchService, parse, render, render_error
 from ..vault import MAX_MEMORY_SIZE, Vault
 from ..vault.bodies import CHUNK_SIZE
 from ..vault.records import DIRECTORY, FILE, SYMLINK, Meta
-from .errors import fuse_errors
+from .errors import as_fuse_error
 from .handles import OpenFile, OpenFiles
 from .inodes import ROOT, InodeTable
 from .searchtree import ResultCache
@@ -64,6 +64,21 @@ RESULT_FH_BASE = 1 << 62
 XATTR_NAMESPACE = "user."
 
 
+def request(handler: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    """A kernel request: the mount is busy now (background work waits for a lull,
+    see activity.py), and what the handler raises becomes an errno."""
+
+    @functools.wraps(handler)
+    async def wrapper(self: VaultOperations, *args, **kwargs) -> T:
+        self.activity.touch()
+        try:
+            return await handler(self, *args, **kwargs)
+        except Exception as exc:
+            raise as_fuse_error(exc, handler.__name__) from None
+
+    return wrapper
+
+
 class VaultOperations(pyfuse3.Operations):
     supports_dot_lookup = False
     enable_writeback_cache = False
@@ -74,6 +89,7 @@ class VaultOperations(pyfuse3.Operations):
     ) -> None:
         super().__init__()
         self.vault = vault
+        self.activity = vault.activity
         self.search = search
         self.mountpoint = mountpoint
         self.results = ResultCache(SEARCH_INODE + 1)
@@ -151,7 +167,7 @@ class VaultOperations(pyfuse3.Operations):
 
     # -- names and attributes --------------------------------------------------
 
-    @fuse_errors
+    @request
     async def lookup(self, parent_inode, name, ctx=None):
         if self.search is not None:
             if parent_inode == ROOT and name == SEARCH_NAME:
@@ -170,7 +186,7 @@ class VaultOperations(pyfuse3.Operations):
             missing.entry_timeout = CACHE_TIMEOUT
             return missing
 
-    @fuse_errors
+    @request
     async def getattr(self, inode, ctx=None):
         if inode == SEARCH_INODE:
             return self._search_dir_attrs()
@@ -219,7 +235,7 @@ class VaultOperations(pyfuse3.Operations):
             cached = self.results.store(name, rendered, version)
         return self._result_attrs(cached.inode, len(cached.data))
 
-    @fuse_errors
+    @request
     async def setattr(self, inode, attr, fields, fh, ctx):
         record_id = self._record(inode)
         if fields.update_size:
@@ -252,14 +268,14 @@ class VaultOperations(pyfuse3.Operations):
         if state is not None:
             state.forget_chunks()
 
-    @fuse_errors
+    @request
     async def readlink(self, inode, ctx):
         record_id = self._record(inode)
         if record_id is None:
             raise BadPath("/", "not a symbolic link")
         return os.fsencode(self.vault.readlink_record(record_id))
 
-    @fuse_errors
+    @request
     async def statfs(self, ctx):
         disk = os.statvfs(self.vault.path.parent)
         out = pyfuse3.StatvfsData()
@@ -276,7 +292,7 @@ class VaultOperations(pyfuse3.Operations):
 
     # -- directories -----------------------------------------------------------
 
-    @fuse_errors
+    @request
     async def opendir(self, inode, ctx):
         fh = next(self._dir_ids)
         if inode == SEARCH_INODE:
@@ -294,7 +310,7 @@ class VaultOperations(pyfuse3.Operations):
         ]
         return fh
 
-    @fuse_errors
+    @request
     async def readdir(self, fh, start_id, token):
         entries = self._dirs[fh]
         for index in range(start_id, len(entries)):
@@ -305,20 +321,20 @@ class VaultOperations(pyfuse3.Operations):
     async def releasedir(self, fh):
         self._dirs.pop(fh, None)
 
-    @fuse_errors
+    @request
     async def fsyncdir(self, fh, datasync):
         await self._in_thread(self.vault.sync)
 
-    @fuse_errors
+    @request
     async def mkdir(self, parent_inode, name, mode, ctx):
         return self._create(parent_inode, name, DIRECTORY, stat.S_IMODE(mode), ctx)
 
-    @fuse_errors
+    @request
     async def rmdir(self, parent_inode, name, ctx):
         record_id, _ = self.vault.lookup(*self._name(parent_inode, name))
         self.vault.remove_record(record_id, directory=True)
 
-    @fuse_errors
+    @request
     async def unlink(self, parent_inode, name, ctx):
         record_id, _ = self.vault.lookup(*self._name(parent_inode, name))
         if self.files.of_record(record_id) is not None:
@@ -326,7 +342,7 @@ class VaultOperations(pyfuse3.Operations):
         else:
             self.vault.remove_record(record_id, directory=False)
 
-    @fuse_errors
+    @request
     async def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):
         old = self._name(parent_inode_old, name_old)
         new = self._name(parent_inode_new, name_new)
@@ -338,15 +354,15 @@ class VaultOperations(pyfuse3.Operations):
             is_open=lambda record_id: self.files.of_record(record_id) is not None,
         )
 
-    @fuse_errors
+    @request
     async def symlink(self, parent_inode, name, target, ctx):
         return self._create(parent_inode, name, SYMLINK, 0o777, ctx, os.fsdecode(target))
 
-    @fuse_errors
+    @request
     async def link(self, inode, new_parent_inode, new_name, ctx):
         raise NotSupported("Hard links")
 
-    @fuse_errors
+    @request
     async def mknod(self, parent_inode, name, mode, rdev, ctx):
         if not stat.S_ISREG(mode):
             raise NotSupported("Device nodes, FIFOs and sockets")
@@ -364,13 +380,13 @@ class VaultOperations(pyfuse3.Operations):
         )
         return self._attrs(meta, record_id)
 
-    @fuse_errors
+    @request
     async def create(self, parent_inode, name, mode, flags, ctx):
         attrs = self._create(parent_inode, name, FILE, stat.S_IMODE(mode), ctx)
         fh, _ = self.files.open(self.inodes.record(attrs.st_ino))
         return pyfuse3.FileInfo(fh=fh, keep_cache=True), attrs
 
-    @fuse_errors
+    @request
     async def open(self, inode, flags, ctx):
         if inode > SEARCH_INODE:
             if flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC):
@@ -391,7 +407,7 @@ class VaultOperations(pyfuse3.Operations):
         fh, _ = self.files.open(record_id)
         return pyfuse3.FileInfo(fh=fh, keep_cache=not flags & os.O_TRUNC)
 
-    @fuse_errors
+    @request
     async def read(self, fh, off, size):
         if fh >= RESULT_FH_BASE:
             return self._result_handles[fh][off : off + size]
@@ -407,7 +423,7 @@ class VaultOperations(pyfuse3.Operations):
             parts.append(chunk[max(off - start, 0) : end - start])
         return b"".join(parts)
 
-    @fuse_errors
+    @request
     async def write(self, fh, off, buf):
         """Committed before it returns: the touched chunks re-sealed, in the journal."""
         if fh >= RESULT_FH_BASE:
@@ -438,18 +454,18 @@ class VaultOperations(pyfuse3.Operations):
             state.remember(index, chunk)
         return len(buf)
 
-    @fuse_errors
+    @request
     async def flush(self, fh):
         # Every write is committed already: answering ENOSYS once tells the
         # kernel never to send FLUSH again, so close() costs no round trip.
         raise pyfuse3.FUSEError(errno.ENOSYS)
 
-    @fuse_errors
+    @request
     async def fsync(self, fh, datasync):
         if fh < RESULT_FH_BASE:
             await self._in_thread(self.vault.sync)
 
-    @fuse_errors
+    @request
     async def release(self, fh):
         if fh >= RESULT_FH_BASE:
             self._result_handles.pop(fh, None)
@@ -468,14 +484,14 @@ class VaultOperations(pyfuse3.Operations):
             raise NotSupported(f"Extended attributes outside {XATTR_NAMESPACE}*")
         return text
 
-    @fuse_errors
+    @request
     async def setxattr(self, inode, name, value, ctx):
         record_id = self._record(inode)
         xattrs = dict(self._meta(record_id).xattrs)
         xattrs[self._xattr_name(name)] = base64.b64encode(value).decode()
         self.vault.set_record_attrs(record_id, xattrs=xattrs)
 
-    @fuse_errors
+    @request
     async def getxattr(self, inode, name, ctx):
         if inode >= SEARCH_INODE:
             raise NoSuchAttribute("search/", os.fsdecode(name))
@@ -485,13 +501,13 @@ class VaultOperations(pyfuse3.Operations):
             raise NoSuchAttribute(f"inode {inode}", key)
         return base64.b64decode(value)
 
-    @fuse_errors
+    @request
     async def listxattr(self, inode, ctx):
         if inode >= SEARCH_INODE:
             return []
         return [os.fsencode(k) for k in self._meta(self._record(inode)).xattrs]
 
-    @fuse_errors
+    @request
     async def removexattr(self, inode, name, ctx):
         record_id = self._record(inode)
         xattrs = dict(self._meta(record_id).xattrs)

@@ -6,8 +6,11 @@ records are indexed by the next query before it runs (read-your-writes) or,
 once they have been quiet for ``quiet`` seconds, by the background workers,
 which then embed them in batches at the lowest CPU priority (SCHED_IDLE). A
 burst of writes never waits for the model, and a file rewritten fifty times
-is chunked and embedded once. Results name records, not paths: a renamed
-memory is found under its new path, a shredded one never again.
+is chunked and embedded once. The workers also wait for a lull in the
+mount's requests before each batch (see activity.py): a worker at idle
+priority still holds the GIL the file system's thread needs. Results name
+records, not paths: a renamed memory is found under its new path, a
+shredded one never again.
 
 Each record's chunk vectors are stored in the vault, sealed under that
 record's own key and bound to its body generation (Vault.put_derived), so
@@ -41,6 +44,8 @@ EMBED_BATCH = 16
 QUIET_S = 2.0
 """Seconds a memory is left alone before it is embedded (and indexed, if no query came)."""
 POLL_S = 0.25
+BATCH_PATIENCE = 2.0
+"""Seconds a worker waits at most for a lull in the mount's requests before a batch."""
 INDEXED_SUFFIXES = (".md", ".markdown", ".txt")
 MAX_INDEXED_BYTES = 4 << 20
 
@@ -269,6 +274,7 @@ class SearchService:
         lower_priority()
         while True:
             self._wake.clear()  # a change from now on sets it again: no wake-up is lost
+            self.vault.activity.wait_for_lull(BATCH_PATIENCE, stopping=lambda: self._stopping)
             with self._lock:
                 if self._stopping:
                     return

@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .. import paths
+from ..activity import Activity
 from ..crypto import DEFAULT_KDF, DecryptionError, KdfParams, Keyslot, Kind, new_key, wipe
 from ..errors import (
     AlreadyExists,
@@ -115,6 +116,8 @@ class Vault:
         self._lock = threading.RLock()
         self._tree = PathTree()
         self._bodies = Bodies(self._sealer, self._stored_record)
+        self.activity = Activity()
+        """Touched by the mount for every request: background work waits for a lull."""
         self._writer = Writer(
             store,
             self._sealer,
@@ -123,6 +126,7 @@ class Vault:
             self._state_key,
             self._lock,
             compact_delay,
+            self.activity,
         )
         self._writer.created_ns = header.created_ns
         self.damage = Damage()

@@ -530,6 +530,11 @@ class Store:
                     self._journal.reset(self._seq)
 
     @property
+    def journaled_entries(self) -> int:
+        """Journal entries not in LMDB yet."""
+        return len(self._pending)
+
+    @property
     def journal_bytes(self) -> int:
         return self._journal.size if self._journal is not None else 0
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from .. import paths
+from ..activity import Activity
 from ..crypto import Kind, wipe
 from ..errors import (
     AlreadyExists,
@@ -82,6 +83,7 @@ class Writer:
         state_key: bytearray,
         lock: threading.RLock,
         compact_delay: float | None,
+        activity: Activity,
     ) -> None:
         self.store = store
         self.sealer = sealer
@@ -102,7 +104,9 @@ class Writer:
         self.created_ns = 0  # the vault's creation time: the root's times until then
         self._changed_times: set[bytes] = set()  # directories whose times are not stored yet
         self._root_changed = False
-        self.housekeeper = Housekeeper(self._flush_soon, self._compact_quietly, compact_delay)
+        self.housekeeper = Housekeeper(
+            self._flush_soon, self._compact_quietly, compact_delay, activity
+        )
 
     # -- new records -------------------------------------------------------------
 

@@ -92,3 +92,37 @@ def test_a_session_that_changed_nothing_does_not_rewrite_the_file(vault_path):
         with reopen(vault_path, **options):
             pass
         assert vault_path.stat().st_ino == inode, f"rewritten by an idle session {options}"
+
+
+def test_the_journal_moves_into_lmdb_in_a_lull(vault):
+    """Moving the journal into LMDB waits for a pause in the mount's requests
+    (at most FLUSH_PATIENCE), then happens without being asked."""
+    import threading
+
+    from memvault.vault.housekeeping import FLUSH_DELAY, FLUSH_PATIENCE
+
+    vault_path = vault.path
+    vault.close()
+    vault = reopen(vault_path, compact_delay=None, journal=True)
+    try:
+        busy_until = time.monotonic() + FLUSH_DELAY + FLUSH_PATIENCE * 0.6
+        vault.activity.touch()
+        vault.put("a.md", b"journaled first")
+
+        def requests():
+            while time.monotonic() < busy_until:
+                vault.activity.touch()
+                time.sleep(0.02)
+
+        load = threading.Thread(target=requests)
+        load.start()
+        time.sleep(FLUSH_DELAY + FLUSH_PATIENCE * 0.4)
+        assert vault._store.journaled_entries, "flushed while the mount was busy"
+        load.join()
+        deadline = time.monotonic() + 10
+        while vault._store.journaled_entries and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not vault._store.journaled_entries, "never flushed after the requests stopped"
+    finally:
+        vault.close()
+    assert reopen(vault_path).get("a.md") == b"journaled first"

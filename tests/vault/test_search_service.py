@@ -167,3 +167,37 @@ def test_background_workers_run_at_idle_priority(vault_path, embedder):
             assert os.sched_getscheduler(worker.native_id) == os.SCHED_IDLE
         assert os.sched_getscheduler(0) != os.SCHED_IDLE, "only the workers, not the process"
         service.stop()
+
+
+def test_embedding_waits_for_a_lull_in_the_mounts_requests(vault_path, embedder):
+    """A worker at idle priority still holds the GIL: while requests keep coming
+    (for less than the workers' patience), nothing is embedded; once they stop,
+    everything is."""
+    import threading
+    import time
+
+    from memvault.search.service import BATCH_PATIENCE
+
+    with Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None) as vault:
+        service = SearchService(vault, embedder, DIMENSIONS, workers=2, quiet=0.1)
+        service.start()
+        service.index_all()
+        assert service.wait_idle(120)
+        busy_until = time.monotonic() + BATCH_PATIENCE * 0.75
+        vault.activity.touch()
+        vault.put("fish.md", b"# Zebrafish\nThe zebrafish tank is cleaned on Tuesdays.\n")
+
+        def requests():  # what the mount does for every request
+            while time.monotonic() < busy_until:
+                vault.activity.touch()
+                time.sleep(0.02)
+
+        load = threading.Thread(target=requests)
+        load.start()
+        time.sleep(BATCH_PATIENCE * 0.6)
+        assert service.search(Query("zebrafish", k=1))[0].path == "fish.md", "words at once"
+        assert service.index.pending, "embedded while the mount was busy"
+        load.join()
+        assert service.wait_idle(60) and not service.index.pending
+        assert vault.get_derived(vault.record_id("fish.md")) is not None
+        service.stop()
