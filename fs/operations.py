@@ -158,7 +158,7 @@ class VaultOperations(pyfuse3.Operations):
         grew past it is zero-extended: what lies beyond its old end is a hole)."""
         chunk = state.chunk(index)
         if chunk is None:
-            chunk = bytearray(self.vault.read_chunk(state.record_id, index))
+            chunk = self.vault.read_chunk(state.record_id, index)
             state.remember(index, chunk)
         length = min(CHUNK_SIZE, size - index * CHUNK_SIZE)
         if len(chunk) < length:
@@ -419,7 +419,7 @@ class VaultOperations(pyfuse3.Operations):
         parts = []
         for index in range(off // CHUNK_SIZE, (end - 1) // CHUNK_SIZE + 1):
             start = index * CHUNK_SIZE
-            chunk = self._chunk(state, index, file_size)
+            chunk = memoryview(self._chunk(state, index, file_size))
             parts.append(chunk[max(off - start, 0) : end - start])
         return b"".join(parts)
 
@@ -436,18 +436,23 @@ class VaultOperations(pyfuse3.Operations):
             return 0
         old_size = self._meta(state.record_id).size
         size = max(old_size, end)
+        data = memoryview(buf)
         changed = {}
         for index in range(off // CHUNK_SIZE, (end - 1) // CHUNK_SIZE + 1):
             start = index * CHUNK_SIZE
             lo, hi = max(off, start) - start, min(end, start + CHUNK_SIZE) - start
             length = min(CHUNK_SIZE, size - start)
-            if start >= old_size or (lo == 0 and hi >= length):
-                chunk = bytearray(length)  # nothing of it survives: no read
+            part = data[start + lo - off : start + hi - off]
+            if lo == 0 and hi >= length:
+                changed[index] = bytearray(part)  # all of it new: one copy, no read
+                continue
+            if start >= old_size:
+                chunk = bytearray(length)  # nothing of it stored yet: no read
             else:  # a copy: the kept chunk changes only once the write is committed
                 chunk = bytearray(self._chunk(state, index, old_size))
             if len(chunk) < length:
                 chunk.extend(bytes(length - len(chunk)))
-            chunk[lo:hi] = buf[start + lo - off : start + hi - off]
+            chunk[lo:hi] = part
             changed[index] = chunk
         self.vault.write_chunks(state.record_id, changed, size)
         for index, chunk in changed.items():

@@ -422,13 +422,14 @@ class Vault:
         with self._lock:
             return self._read_body(self._tree.of(record_id))
 
-    def read_chunk(self, record_id: bytes, index: int) -> bytes:
-        """Chunk ``index`` (CHUNK_SIZE bytes from index * CHUNK_SIZE) of a file's content."""
+    def read_chunk(self, record_id: bytes, index: int) -> bytearray:
+        """Chunk ``index`` (CHUNK_SIZE bytes from index * CHUNK_SIZE) of a file's
+        content, in a new buffer the caller may keep or change."""
         with self._lock:
             entry = self._tree.of(record_id)
             if entry.meta.type != FILE:
                 raise IsADirectory(entry.meta.path)
-            return bytes(self._read_chunk(entry, index))
+            return self._read_chunk(entry, index)
 
     def readlink_record(self, record_id: bytes) -> str:
         with self._lock:

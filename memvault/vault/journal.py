@@ -20,7 +20,6 @@ tail be torn. The store decides what to accept (see Store.attach_journal).
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import os
 import struct
@@ -28,6 +27,8 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ..crypto.mac import KeyedBlake2b
 
 _HEAD = struct.Struct(">IQ")  # payload length, sequence number
 _OP = struct.Struct(">BBHI")  # database index, op, key length, value length
@@ -147,13 +148,10 @@ class Journal:
         self._fd = os.open(path, flags | os.O_CLOEXEC, 0o600)
         self.size = os.fstat(self._fd).st_size
         self.epoch = 0  # bumped whenever the file is emptied: older Refs are stale
-        self._keyed = hashlib.blake2b(key=key, digest_size=_MAC_SIZE)  # copied per MAC
+        self._keyed = KeyedBlake2b(key, _MAC_SIZE)
 
     def _mac(self, *parts: bytes) -> bytes:
-        mac = self._keyed.copy()
-        for part in parts:
-            mac.update(part)
-        return mac.digest()
+        return self._keyed.mac(parts)
 
     def _header(self, seq: int) -> bytes:
         head = _FILE_HEAD.pack(_MAGIC, self._boot, seq)

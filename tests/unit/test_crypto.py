@@ -133,3 +133,21 @@ def test_libsodium_is_initialised_before_use():
     from memvault.crypto import aead  # noqa: F401 - importing it initialises libsodium
 
     assert sodium.lib.sodium_init() == 1, "1: already initialised"
+
+
+def test_keyed_blake2b_is_the_same_mac_on_both_paths():
+    """libsodium computes long MACs, hashlib short ones: the same keyed BLAKE2b."""
+    import hashlib
+    import os
+
+    from memvault.crypto.mac import LONG, KeyedBlake2b
+
+    key = bytearray(os.urandom(32))
+    mac = KeyedBlake2b(key, 32)
+    for size in (0, 1, 100, LONG - 1, LONG, LONG + 1, 3 << 20):
+        data = os.urandom(size)
+        parts = [b"head", memoryview(data)[: size // 3], b"", bytearray(data[size // 3 :])]
+        expected = hashlib.blake2b(b"head" + data, key=bytes(key), digest_size=32).digest()
+        assert mac.mac(parts) == expected, size
+    other = KeyedBlake2b(bytearray(os.urandom(32)), 32)
+    assert other.mac([b"x" * LONG]) != mac.mac([b"x" * LONG])
