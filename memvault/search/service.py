@@ -44,7 +44,7 @@ EMBED_BATCH = 16
 QUIET_S = 2.0
 """Seconds a memory is left alone before it is embedded (and indexed, if no query came)."""
 POLL_S = 0.25
-BATCH_PATIENCE = 2.0
+BATCH_PATIENCE = 5.0
 """Seconds a worker waits at most for a lull in the mount's requests before a batch."""
 INDEXED_SUFFIXES = (".md", ".markdown", ".txt")
 MAX_INDEXED_BYTES = 4 << 20
