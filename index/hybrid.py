@@ -18,13 +18,14 @@ the other chunks of the same record that matched with it.
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
 
 from .chunking import Chunk, chunk_markdown
-from .lexical import BM25
+from .lexical import BM25, tokenize
 from .vectors import HNSW_THRESHOLD, GraphBuild, VectorIndex
 
 MIN_COSINE = 0.2
@@ -33,6 +34,14 @@ SCOPE_EXACT_MAX = 20_000
 """A search limited to at most this many chunks compares the query with each of them."""
 ALPHA = 0.6
 """The words' share of the fused score (the meaning's is 1 - ALPHA)."""
+FEEDBACK_CHUNKS = 3
+FEEDBACK_TERMS = 10
+FEEDBACK_WEIGHT = 0.3
+"""Pseudo-relevance feedback: the commonest FEEDBACK_TERMS other words of the
+best FEEDBACK_CHUNKS count at this weight in a second pass. Measured on the
+LoCoMo development set (R@10 without / with): one turn per file 0.702 /
+0.730 (0.735 at weight 0.5), one session per file 0.944 / 0.939 (0.927 at
+0.5): short memories gain, long ones lose a little, so the weight is low."""
 
 
 @dataclass(frozen=True)
@@ -135,22 +144,53 @@ class HybridIndex:
         allowed: Collection[bytes] | None = None,
         alpha: float = ALPHA,
         fetch: int = FETCH,
+        feedback: float = FEEDBACK_WEIGHT,
     ) -> list[Hit]:
         """The best ``k`` records for ``query``, whose embedding is ``vector`` (None:
         words only), each with its matching chunks. ``allowed`` (record ids) limits
         the search to those records: both signals are then computed over their
-        chunks only, so a small directory is searched exactly."""
-        lexical = self.lexical.scores(query)
+        chunks only, so a small directory is searched exactly.
+
+        Then once more with the query's words widened by the commonest other
+        words of the best FEEDBACK_CHUNKS (pseudo-relevance feedback, weighted
+        ``feedback``): a memory that says the same thing in the words of the
+        best matches, but not in the question's, moves up."""
         scope = None
         if allowed is not None:
             scope = np.fromiter(
                 (cid for rid in allowed for cid in self._by_record.get(rid, ())), np.int64
             )
-            if lexical is not None:
-                kept = np.zeros(len(lexical), np.float32)
-                inside = scope[scope < len(lexical)]
-                kept[inside] = lexical[inside]
-                lexical = kept
+        words = self._within(self.lexical.scores(query), scope)
+        nearest = []
+        if vector is not None and len(self.vectors):
+            nearest = self._nearest(vector, fetch, scope)
+        fused = self._fuse(words, vector, nearest, fetch, alpha)
+        if feedback and fused and words is not None:
+            terms = self._feedback_terms(fused[:FEEDBACK_CHUNKS], query)
+            more = self._within(self.lexical.term_scores(terms), scope)
+            if more is not None:
+                fused = self._fuse(words + feedback * more, vector, nearest, fetch, alpha)
+        return self._files(fused, words, k)
+
+    @staticmethod
+    def _within(scores: np.ndarray | None, scope: np.ndarray | None) -> np.ndarray | None:
+        """BM25 scores kept only for the chunks in ``scope`` (None: all)."""
+        if scores is None or scope is None:
+            return scores
+        kept = np.zeros(len(scores), np.float32)
+        inside = scope[scope < len(scores)]
+        kept[inside] = scores[inside]
+        return kept
+
+    def _fuse(
+        self,
+        lexical: np.ndarray | None,
+        vector: np.ndarray | None,
+        nearest: list[tuple[int, float]],
+        fetch: int,
+        alpha: float,
+    ) -> list[tuple[float, int, float | None]]:
+        """(fused score, chunk id, cosine) of the candidates, best first."""
         candidates: dict[int, list[float | None]] = {}  # chunk id -> [bm25, cosine]
         if lexical is not None:
             found = np.flatnonzero(lexical > 0)
@@ -158,8 +198,8 @@ class HybridIndex:
                 found = found[np.argpartition(-lexical[found], fetch - 1)[:fetch]]
             for cid in found.tolist():
                 candidates[cid] = [float(lexical[cid]), None]
-        if vector is not None and len(self.vectors):
-            for cid, cosine in self._nearest(vector, fetch, scope):
+        if vector is not None:
+            for cid, cosine in nearest:
                 if cid in candidates:
                     candidates[cid][1] = cosine
                 elif cosine >= MIN_COSINE:
@@ -175,13 +215,27 @@ class HybridIndex:
             return []
         top_bm25 = max(r[1] for r in rows) or 1.0
         cosines = [r[2] for r in rows if r[2] is not None]
-        top_cos = max(cosines, default=MIN_COSINE)
-        span = max(top_cos - MIN_COSINE, 1e-6)
+        span = max(max(cosines, default=MIN_COSINE) - MIN_COSINE, 1e-6)
         fused = []
         for cid, bm25, cosine in rows:
             meaning = 0.0 if cosine is None else max(0.0, cosine - MIN_COSINE) / span
-            fused.append((alpha * bm25 / top_bm25 + (1 - alpha) * meaning, cid, bm25, cosine))
+            fused.append((alpha * bm25 / top_bm25 + (1 - alpha) * meaning, cid, cosine))
         fused.sort(key=lambda f: (-f[0], f[1]))
+        return fused
+
+    def _feedback_terms(self, best: list[tuple[float, int, float | None]], query: str) -> list[str]:
+        """The FEEDBACK_TERMS words most frequent in the ``best`` chunks, the query's
+        own words left out (ties: the first seen)."""
+        asked = set(tokenize(query))
+        counts: Counter[str] = Counter()
+        for _, cid, _ in best:
+            counts.update(t for t in tokenize(self._chunks[cid][1].text) if t not in asked)
+        return [term for term, _ in counts.most_common(FEEDBACK_TERMS)]
+
+    def _files(
+        self, fused: list[tuple[float, int, float | None]], words: np.ndarray | None, k: int
+    ) -> list[Hit]:
+        """The best ``k`` records, each with its best chunk first."""
         by_record: dict[bytes, list] = {}
         for row in fused:
             record_id = self._chunks[row[1]][0]
@@ -189,7 +243,8 @@ class HybridIndex:
                 by_record.setdefault(record_id, []).append(row)
         hits = []
         for record_id, chunks in by_record.items():
-            score, cid, bm25, cosine = chunks[0]
+            score, cid, cosine = chunks[0]
+            bm25 = float(words[cid]) if words is not None and cid < len(words) else 0.0
             others = tuple(self._chunks[c[1]][1] for c in chunks[1:])
             hits.append(Hit(record_id, self._chunks[cid][1], score, bm25, cosine, others))
         return hits

@@ -11,6 +11,7 @@ import math
 import re
 from array import array
 from collections import Counter
+from collections.abc import Iterable
 
 import numpy as np
 import Stemmer
@@ -185,12 +186,16 @@ class BM25:
 
     def scores(self, query: str) -> np.ndarray | None:
         """Every document's score for ``query``, by document id (None: no documents)."""
+        return self.term_scores(set(tokenize(query)))
+
+    def term_scores(self, terms: Iterable[str]) -> np.ndarray | None:
+        """Every document's score for terms already tokenized (None: no documents)."""
         n = len(self._lengths)
         if not n:
             return None
         average = self._total / n
         scores = np.zeros(len(self._length_array), np.float32)
-        for term in set(tokenize(query)):
+        for term in terms:
             postings = self._postings.get(term)
             df = self._df.get(term)
             if postings is None or not df:

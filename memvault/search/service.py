@@ -25,6 +25,7 @@ import logging
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 
 import numpy as np
@@ -48,6 +49,7 @@ BATCH_PATIENCE = 5.0
 """Seconds a worker waits at most for a lull in the mount's requests before a batch."""
 INDEXED_SUFFIXES = (".md", ".markdown", ".txt")
 MAX_INDEXED_BYTES = 4 << 20
+QUERY_VECTORS = 64
 
 
 def indexable(path: str, size: int) -> bool:
@@ -98,6 +100,8 @@ class SearchService:
         self._workers = workers
         self._quiet = quiet
         self._threads: list[threading.Thread] = []
+        self._query_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._query_lock = threading.Lock()
         vault.add_listener(self._on_change)
 
     def _loaded(self):
@@ -108,6 +112,24 @@ class SearchService:
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         return self.ensure_model().embed(texts)
+
+    def _query_vector(self, text: str) -> np.ndarray:
+        """The query's embedding, reused by the variants an agent reads in a row
+        (`q`, `q.json`, `q?k=20`): embedding is most of a query's time. Kept per
+        model, in memory only, and only the last QUERY_VECTORS queries."""
+        model = self.ensure_model()
+        key = (model.model_sha256, text)
+        with self._query_lock:
+            vector = self._query_vectors.get(key)
+            if vector is not None:
+                self._query_vectors.move_to_end(key)
+                return vector
+        vector = model.embed([text])[0]
+        with self._query_lock:
+            self._query_vectors[key] = vector
+            while len(self._query_vectors) > QUERY_VECTORS:
+                self._query_vectors.popitem(last=False)
+        return vector
 
     def ensure_model(self):
         """The accepted embedder; raises ModelMismatch if the vault is pinned to another."""
@@ -389,7 +411,7 @@ class SearchService:
     def search(self, query: Query) -> list[Result]:
         """The answer to a checked query, best first; raises ModelMismatch, ModelMissing."""
         allowed = self.vault.records_under(query.prefix) if query.prefix else None
-        vector = self._embed([query.text])[0]  # outside the lock: ~3 ms
+        vector = self._query_vector(query.text)  # outside the lock
         with self._lock:
             self._index_changed()  # read-your-writes: every closed memory by its words
             hits: list[Hit] = self.index.search(query.text, vector, query.k, allowed=allowed)

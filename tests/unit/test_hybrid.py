@@ -97,3 +97,19 @@ def test_results_are_files_with_their_matching_chunks(embedder):
     assert {h.record_id for h in hits} == {b"long", b"short"}, "k counts files, not chunks"
     long_hit = next(h for h in hits if h.record_id == b"long")
     assert len(long_hit.others) >= 5, "the file's other matching chunks come with it"
+
+
+def test_feedback_finds_a_memory_in_the_words_of_the_best_match():
+    """Pseudo-relevance feedback: a memory sharing no word with the query but
+    several with the best match is found (words only: no vectors here); an
+    exact match stays first."""
+    idx = HybridIndex(DIMENSIONS)
+    idx.put(b"class", "Caroline joined a pottery class; the clay wheel spins fast and wet.")
+    idx.put(b"vase", "She glazed a vase on the wheel: clay, wet hands, spins slowly.")
+    idx.put(b"other", "The quarterly budget review moved to Thursday afternoon.")
+    without = idx.search("pottery class", None, 3, feedback=0)
+    assert [h.record_id for h in without] == [b"class"]
+    found = idx.search("pottery class", None, 3)
+    assert [h.record_id for h in found] == [b"class", b"vase"]
+    assert found[1].lexical == 0, "its BM25 for the query itself is still shown as none"
+    assert 0 < found[1].score < found[0].score <= 1

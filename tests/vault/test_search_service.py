@@ -201,3 +201,28 @@ def test_embedding_waits_for_a_lull_in_the_mounts_requests(vault_path, embedder)
         assert service.wait_idle(60) and not service.index.pending
         assert vault.get_derived(vault.record_id("fish.md")) is not None
         service.stop()
+
+
+def test_variants_of_a_query_embed_it_once(vault_path, embedder):
+    """`q`, `q.json`, `q?k=20`: the query's vector is reused (embedding is most of
+    a query's time); another query is embedded, and results stay right."""
+    real = embedder()
+    asked: list[str] = []
+
+    class Counting:
+        model_sha256 = real.model_sha256
+
+        def embed(self, texts):
+            asked.extend(texts)
+            return real.embed(texts)
+
+    with Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None) as vault:
+        for name, text in NOTES.items():
+            vault.put(name, text.encode())
+        service = SearchService(vault, Counting, DIMENSIONS)
+        service.catch_up()
+        asked.clear()
+        for variant in (Query("fish tank"), Query("fish tank", k=20), Query("fish tank", k=1)):
+            assert service.search(variant)[0].path == "zebra.md"
+        assert service.search(Query("noodle soup"))[0].path == "lunch.md"
+        assert asked == ["fish tank", "noodle soup"]
