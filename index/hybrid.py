@@ -29,6 +29,10 @@ from .lexical import BM25, tokenize
 from .vectors import HNSW_THRESHOLD, GraphBuild, VectorIndex
 
 MIN_COSINE = 0.2
+STRONG_COSINE = 0.4
+"""Cosines are scaled against the best candidate's, but never against less than
+this: when nothing is close in meaning, the least far is not worth full
+marks (a best cosine of 0.22 would otherwise outweigh three query words)."""
 FETCH = 100
 SCOPE_EXACT_MAX = 20_000
 """A search limited to at most this many chunks compares the query with each of them."""
@@ -40,7 +44,7 @@ FEEDBACK_WEIGHT = 0.3
 """Pseudo-relevance feedback: the commonest FEEDBACK_TERMS other words of the
 best FEEDBACK_CHUNKS count at this weight in a second pass. Measured on the
 LoCoMo development set (R@10 without / with): one turn per file 0.702 /
-0.730 (0.735 at weight 0.5), one session per file 0.944 / 0.939 (0.927 at
+0.730 (0.735 at weight 0.5), one session per file 0.944 / 0.938 (0.927 at
 0.5): short memories gain, long ones lose a little, so the weight is low."""
 
 
@@ -170,6 +174,11 @@ class HybridIndex:
             more = self._within(self.lexical.term_scores(terms), scope)
             if more is not None:
                 fused = self._fuse(words + feedback * more, vector, nearest, fetch, alpha)
+                # What only the feedback found (no query word, nothing close in
+                # meaning) is not evidence enough to be shown.
+                fused = [
+                    f for f in fused if words[f[1]] > 0 or (f[2] is not None and f[2] >= MIN_COSINE)
+                ]
         return self._files(fused, words, k)
 
     @staticmethod
@@ -215,7 +224,7 @@ class HybridIndex:
             return []
         top_bm25 = max(r[1] for r in rows) or 1.0
         cosines = [r[2] for r in rows if r[2] is not None]
-        span = max(max(cosines, default=MIN_COSINE) - MIN_COSINE, 1e-6)
+        span = max(max(cosines, default=MIN_COSINE), STRONG_COSINE) - MIN_COSINE
         fused = []
         for cid, bm25, cosine in rows:
             meaning = 0.0 if cosine is None else max(0.0, cosine - MIN_COSINE) / span

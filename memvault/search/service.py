@@ -425,7 +425,7 @@ class SearchService:
                     len(results) + 1,
                     round(hit.score, 4),
                     meta.path,
-                    hit.chunk.heading,
+                    hit.chunk.heading or hit.chunk.title,
                     hit.chunk.start_line,
                     hit.chunk.end_line,
                     snippet(hit.chunk.text, query.text),

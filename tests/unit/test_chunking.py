@@ -63,3 +63,19 @@ def test_empty_and_blank_documents():
     assert chunk_markdown("") == []
     assert chunk_markdown("\n\n  \n") == []
     assert [c.text for c in chunk_markdown("just text")] == ["just text"]
+
+
+def test_a_part_cut_from_a_file_without_headings_keeps_its_first_line():
+    """The date or title on a file's first line is shown with every part of it
+    (not indexed with it)."""
+    turns = [f"[8 May 2023] Caroline: line {i} " + "words " * 30 for i in range(40)]
+    text = "Session 3 (1:56 pm on 8 May, 2023)\n\n" + "\n".join(turns) + "\n"
+    chunks = chunk_markdown(text)
+    assert len(chunks) > 2
+    assert chunks[0].title == "" and chunks[0].text.startswith("Session 3")
+    assert all(c.title == "Session 3 (1:56 pm on 8 May, 2023)" for c in chunks[1:])
+    assert all(c.heading == "" for c in chunks)
+    assert not chunks[1].for_embedding().startswith("Session 3")
+    headed = chunk_markdown("intro line\n# Title\n" + "x " * 1000 + "\n")
+    assert [c.heading for c in headed] == ["", "Title", "Title"]
+    assert [c.title for c in headed] == ["", "", ""], "a heading says where it is"

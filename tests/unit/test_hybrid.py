@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memvault.index.embedder import DIMENSIONS, Embedder
-from memvault.index.hybrid import HybridIndex
+from memvault.index.hybrid import Hit, HybridIndex
 
 pytestmark = pytest.mark.model  # the real embedding model
 
@@ -99,17 +99,45 @@ def test_results_are_files_with_their_matching_chunks(embedder):
     assert len(long_hit.others) >= 5, "the file's other matching chunks come with it"
 
 
-def test_feedback_finds_a_memory_in_the_words_of_the_best_match():
-    """Pseudo-relevance feedback: a memory sharing no word with the query but
-    several with the best match is found (words only: no vectors here); an
-    exact match stays first."""
+def test_feedback_lifts_a_memory_in_the_words_of_the_best_match(embedder):
+    """Pseudo-relevance feedback: a memory with none of the query's words but
+    several of the best match's moves up; one that shares only those words,
+    nothing of the query and nothing of its meaning, is not shown at all."""
     idx = HybridIndex(DIMENSIONS)
-    idx.put(b"class", "Caroline joined a pottery class; the clay wheel spins fast and wet.")
-    idx.put(b"vase", "She glazed a vase on the wheel: clay, wet hands, spins slowly.")
-    idx.put(b"other", "The quarterly budget review moved to Thursday afternoon.")
-    without = idx.search("pottery class", None, 3, feedback=0)
-    assert [h.record_id for h in without] == [b"class"]
-    found = idx.search("pottery class", None, 3)
-    assert [h.record_id for h in found] == [b"class", b"vase"]
-    assert found[1].lexical == 0, "its BM25 for the query itself is still shown as none"
-    assert 0 < found[1].score < found[0].score <= 1
+    notes = {
+        b"class": "Caroline joined a pottery class; the clay wheel spins fast and wet.",
+        b"vase": "She glazed a vase on the wheel: clay, wet hands, it spins slowly.",
+        b"ceramics": "Ceramics evening: kiln temperatures and glaze recipes for stoneware.",
+        b"car": "Spins, wet wheel, clay on the tyres: the car slid off the muddy road.",
+        b"budget": "The quarterly budget review moved to Thursday afternoon.",
+    }
+    for record_id, text in notes.items():
+        idx.put(record_id, text)
+    while batch := idx.pending_batch(32):
+        idx.add_vectors(batch, embedder.embed(list(batch.values())))
+    vector = embedder.embed_one("pottery class")
+
+    def search(**options) -> dict[bytes, Hit]:
+        return {h.record_id: h for h in idx.search("pottery class", vector, 5, **options)}
+
+    without, hits = search(feedback=0), search()
+    assert next(iter(hits)) == next(iter(without)) == b"class"
+    assert hits[b"vase"].score > without[b"vase"].score + 0.1
+    assert hits[b"vase"].lexical == 0, "its BM25 for the query itself is still shown as none"
+    assert all(0 < h.score <= 1 for h in hits.values())
+    assert b"car" not in hits, "the feedback's words alone are no evidence"
+
+
+def test_a_weak_best_cosine_does_not_outweigh_the_query_words(embedder):
+    """A memory just written (no vector yet) with three of the query's words
+    comes before one with a single word whose cosine is the best of a poor lot."""
+    idx = HybridIndex(DIMENSIONS)
+    idx.put(b"oncall", "# On-call\nThe pager rotates weekly; escalate to the SRE lead.")
+    idx.put(b"lunch", "# Lunch\nThe team likes the ramen place near the office on Fridays.")
+    while batch := idx.pending_batch(32):
+        idx.add_vectors(batch, embedder.embed(list(batch.values())))
+    idx.put(b"fresh", "# Auth\nJWT signing keys rotate every thirty days, by the zebra team.")
+    query = "token key rotation policy zebra"
+    hits = idx.search(query, embedder.embed_one(query), 3)
+    assert [h.record_id for h in hits][:2] == [b"fresh", b"oncall"]
+    assert hits[0].cosine is None and hits[1].cosine < 0.4
