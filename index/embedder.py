@@ -25,8 +25,10 @@ if hasattr(ort, "disable_telemetry_events"):
 class Embedder:
     """Texts in, L2-normalised float32 vectors out (384 dimensions)."""
 
-    def __init__(self, model_path: Path | None = None, *, threads: int = 1) -> None:
-        self.model_path = model_path or ensure_model()
+    def __init__(
+        self, model_path: Path | None = None, *, threads: int = 1, quantized: bool = True
+    ) -> None:
+        self.model_path = model_path or ensure_model(quantized=quantized)
         self.model_sha256 = hashlib.sha256(self.model_path.read_bytes()).hexdigest()
         tokenizer = Tokenizer.from_file(str(package_dir() / "tokenizer.json"))
         # The shipped tokenizer truncates and pads to 128: the model reads 256

@@ -7,7 +7,7 @@ memory) and through a real mount (`cat search/<query>` end to end, storing
 one memory until it is searchable, unlock until the first search answers,
 the daemon's RSS).
 
-Usage: scripts/bench search [--sizes 1000] [--threads 2] [--vault INDEXED_VAULT]
+Usage: scripts/bench search [--sizes 1000] [--threads 2] [--keep DIR] [--vault INDEXED_VAULT]
 """
 
 from __future__ import annotations
@@ -201,14 +201,18 @@ def main() -> None:
         help="measure this already indexed vault instead "
         f"(passphrase {PASSPHRASE!r}, e.g. kept from an earlier run)",
     )
+    parser.add_argument(
+        "--keep", type=Path, help="create the vaults here and keep them (DIR/v<size>/memory.vault)"
+    )
     args = parser.parse_args()
     print(f"# memvault search benchmark ({time.strftime('%Y-%m-%d')})")
     with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
+        work = args.keep.resolve() if args.keep else Path(tmp)
         if args.vault:
-            bench(0, Path(tmp), args.threads, existing=args.vault.resolve())
+            bench(0, work, args.threads, existing=args.vault.resolve())
             return
         for n in (int(x) for x in args.sizes.split(",")):
-            bench(n, Path(tmp), args.threads)
+            bench(n, work, args.threads)
 
 
 if __name__ == "__main__":

@@ -24,4 +24,5 @@ def open_search(
         DIMENSIONS,
         hnsw_threshold=hnsw_threshold,
         workers=workers,
+        make_unquantized=lambda: Embedder(threads=threads, quantized=False),
     )

@@ -61,7 +61,9 @@ class SearchService:
 
     ``make_embedder`` is called once, lazily, by the background thread (or
     the first query): loading the model costs a second of CPU that a vault
-    nobody searches should not pay at unlock.
+    nobody searches should not pay at unlock. ``make_unquantized`` gives the
+    float model that vaults embedded before the int8 one are pinned to: they
+    keep it until `memvault reindex`.
     """
 
     def __init__(
@@ -73,9 +75,11 @@ class SearchService:
         hnsw_threshold: int | None = None,
         workers: int = 1,
         quiet: float = QUIET_S,
+        make_unquantized: Callable | None = None,
     ) -> None:
         self.vault = vault
         self._make_embedder = make_embedder
+        self._make_unquantized = make_unquantized
         self._model = None  # the installed model, once loaded
         self._embedder = None  # the same, once accepted for this vault
         self._embedder_lock = threading.Lock()
@@ -140,9 +144,17 @@ class SearchService:
                 if pinned is None and not self.vault.readonly:
                     self.vault.pin_model(model.model_sha256)  # first use pins the model
                 elif pinned is not None and pinned != model.model_sha256:
-                    raise ModelMismatch(pinned[:12], model.model_sha256[:12])
+                    model = self._pinned_earlier(pinned, model)
                 self._embedder = model
             return self._embedder
+
+    def _pinned_earlier(self, pinned: str, installed):
+        """The float model if the vault is pinned to it, else ModelMismatch."""
+        if self._make_unquantized is not None:
+            earlier = self._make_unquantized()
+            if earlier.model_sha256 == pinned:
+                return earlier
+        raise ModelMismatch(pinned[:12], installed.model_sha256[:12])
 
     # -- keeping up with the vault ----------------------------------------------
 
@@ -326,7 +338,7 @@ class SearchService:
                     self._release(batch)
 
     def _next_batch(self) -> dict[int, str] | None:
-        """Up to EMBED_BATCH quiet chunks nobody embeds yet, shortest first (lock held)."""
+        """Up to EMBED_BATCH quiet chunks nobody embeds yet, of like lengths (lock held)."""
         if self._stopping:
             return None
         quiet_since = time.monotonic() - self._quiet
@@ -337,16 +349,11 @@ class SearchService:
                     break
                 del self._touched[record_id]
         self._index_changed(quiet_since=quiet_since, limit=EMBED_BATCH)
-        batch = {}
-        for chunk_id, text in self.index.pending.items():
-            if chunk_id in self._claimed or self.index.record_of(chunk_id) in self._touched:
-                continue
-            batch[chunk_id] = text
-            if len(batch) == EMBED_BATCH:
-                break
-        if not batch:
-            return None
-        return dict(sorted(batch.items(), key=lambda item: len(item[1])))  # less padding
+        batch = self.index.pending_batch(
+            EMBED_BATCH,
+            skip=lambda cid: cid in self._claimed or self.index.record_of(cid) in self._touched,
+        )
+        return batch or None
 
     def _release(self, batch: dict[int, str]) -> None:
         self._claimed.difference_update(batch)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from memvault.index.embedder import DIMENSIONS, Embedder
-from memvault.index.model import build, package_dir, read_safetensors
+from memvault.index.model import build, package_dir, quantize, read_safetensors
 
 pytestmark = pytest.mark.model  # the real embedding model
 
@@ -21,14 +21,39 @@ def embedder() -> Embedder:
     return Embedder()
 
 
-def test_parity_with_sentence_transformers(embedder):
+@pytest.fixture(scope="module")
+def unquantized() -> Embedder:
+    return Embedder(quantized=False)
+
+
+def _cosines(got: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    return np.sum(got * expected, axis=1) / (
+        np.linalg.norm(got, axis=1) * np.linalg.norm(expected, axis=1)
+    )
+
+
+def test_the_int8_model_stays_close_to_sentence_transformers(embedder, unquantized):
+    reference = json.loads(REFERENCE.read_text())
+    expected = np.array(reference["vectors"], dtype=np.float32)
+    cosine = _cosines(embedder.embed(reference["texts"]), expected)
+    assert cosine.min() >= 0.96 and cosine.mean() >= 0.985, (cosine.min(), cosine.mean())
+    assert embedder.model_sha256 != unquantized.model_sha256
+    assert embedder.model_path.stat().st_size < unquantized.model_path.stat().st_size / 3
+
+
+def test_quantizing_is_byte_identical(tmp_path, unquantized):
+    quantize(unquantized.model_path, tmp_path / "a.onnx")
+    quantize(unquantized.model_path, tmp_path / "b.onnx")
+    assert (tmp_path / "a.onnx").read_bytes() == (tmp_path / "b.onnx").read_bytes()
+
+
+def test_parity_with_sentence_transformers(unquantized):
+    embedder = unquantized
     reference = json.loads(REFERENCE.read_text())
     expected = np.array(reference["vectors"], dtype=np.float32)
     got = embedder.embed(reference["texts"])
     assert got.shape == expected.shape == (len(reference["texts"]), DIMENSIONS)
-    cosine = np.sum(got * expected, axis=1) / (
-        np.linalg.norm(got, axis=1) * np.linalg.norm(expected, axis=1)
-    )
+    cosine = _cosines(got, expected)
     worst = int(np.argmin(cosine))
     assert cosine.min() >= 0.9999, (reference["texts"][worst][:60], float(cosine[worst]))
     # Batching (padding to the longest text) does not change a text's vector.

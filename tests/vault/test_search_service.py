@@ -226,3 +226,26 @@ def test_variants_of_a_query_embed_it_once(vault_path, embedder):
             assert service.search(variant)[0].path == "zebra.md"
         assert service.search(Query("noodle soup"))[0].path == "lunch.md"
         assert asked == ["fish tank", "noodle soup"]
+
+
+def test_a_vault_pinned_to_the_float_model_keeps_it_until_reindex(vault_path):
+    """Vaults embedded before the int8 model keep working with their stored
+    vectors; `reindex` moves them to the int8 model."""
+    with Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None) as vault:
+        for name, text in NOTES.items():
+            vault.put(name, text.encode())
+        before = SearchService(vault, lambda: Embedder(quantized=False), DIMENSIONS)
+        before.catch_up()
+        float_sha = vault.pinned_model()
+        stored = vault.get_derived(vault.record_id("zebra.md"))
+    with reopen(vault_path) as vault:
+        service = open_search(vault)
+        service.index_all()
+        assert service.index.pending == {}, "the stored float vectors are used"
+        assert service.search(Query("when is the fish tank cleaned"))[0].path == "zebra.md"
+        assert vault.pinned_model() == float_sha
+        assert vault.get_derived(vault.record_id("zebra.md")) == stored
+        int8_sha = service.reindex()
+        assert int8_sha != float_sha and vault.pinned_model() == int8_sha
+        service.catch_up()
+        assert service.search(Query("when is the fish tank cleaned"))[0].path == "zebra.md"
