@@ -8,30 +8,14 @@ never the message, which may contain a file name), never a dead mount.
 from __future__ import annotations
 
 import errno
-import functools
 import logging
 import traceback
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
 import pyfuse3
 
 from ..errors import MemvaultError
 
 log = logging.getLogger("memvault.fs")
-
-T = TypeVar("T")
-
-
-def fuse_errors(handler: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
-    @functools.wraps(handler)
-    async def wrapper(*args, **kwargs) -> T:
-        try:
-            return await handler(*args, **kwargs)
-        except Exception as exc:
-            raise as_fuse_error(exc, handler.__name__) from None
-
-    return wrapper
 
 
 def as_fuse_error(exc: Exception, handler_name: str) -> pyfuse3.FUSEError:

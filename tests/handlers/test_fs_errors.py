@@ -9,13 +9,24 @@ import pyfuse3
 import pytest
 import trio
 
+from memvault.activity import Activity
 from memvault.errors import DiskFull, MemoryNotFound
-from memvault.fs.errors import fuse_errors
+from memvault.fs.operations import request
 
 
-@fuse_errors
-async def raising(exc: BaseException):
-    raise exc
+class Handlers:
+    """What the decorator needs of VaultOperations: the mount's activity."""
+
+    def __init__(self) -> None:
+        self.activity = Activity()
+
+    @request
+    async def raising(self, exc: BaseException):
+        raise exc
+
+
+def raising(exc: BaseException):
+    return Handlers().raising(exc)
 
 
 @pytest.mark.parametrize(
@@ -43,3 +54,11 @@ def test_base_exceptions_pass_through():
     # trio's Cancelled and KeyboardInterrupt are BaseExceptions: never turned into EIO.
     with pytest.raises(KeyboardInterrupt):
         trio.run(raising, KeyboardInterrupt())
+
+
+def test_every_request_marks_the_mount_busy():
+    handlers = Handlers()
+    assert handlers.activity.idle_for() > 1e9, "never touched: idle"
+    with pytest.raises(pyfuse3.FUSEError):
+        trio.run(handlers.raising, MemoryNotFound("x"))
+    assert handlers.activity.idle_for() < 1.0
