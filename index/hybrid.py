@@ -188,10 +188,14 @@ class HybridIndex:
                 fused = self._fuse(words + feedback * more, vector, nearest, fetch, alpha)
                 # What only the feedback found (no query word, nothing close in
                 # meaning) is not evidence enough to be shown.
-                fused = [
-                    f for f in fused if words[f[1]] > 0 or (f[2] is not None and f[2] >= MIN_COSINE)
-                ]
+                fused = [f for f in fused if self._evident(f, words)]
         return self._files(fused, words, k)
+
+    @staticmethod
+    def _evident(row: tuple[float, int, float | None], words: np.ndarray) -> bool:
+        """A query word in the chunk, or a cosine of at least MIN_COSINE."""
+        _, cid, cosine = row
+        return (cid < len(words) and words[cid] > 0) or (cosine or 0.0) >= MIN_COSINE
 
     @staticmethod
     def _within(scores: np.ndarray | None, scope: np.ndarray | None) -> np.ndarray | None:
