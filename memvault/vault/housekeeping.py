@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from ..activity import Activity
+from ..activity import LULL_S, Activity
 from ..errors import MemvaultError
 
 log = logging.getLogger("memvault")
@@ -30,6 +30,7 @@ DEFAULT_COMPACT_DELAY = 5.0
 FLUSH_PATIENCE = 5.0
 COMPACT_PATIENCE = 30.0
 """Seconds a due job waits at most for a lull in the mount's requests."""
+LULL_POLL_S = 0.1
 
 
 class Housekeeper:
@@ -63,6 +64,9 @@ class Housekeeper:
             if self._flush_at is None or at < self._flush_at:
                 self._flush_at = at
                 self._flush_urgent = urgent
+                self._wake()
+            elif urgent and not self._flush_urgent:  # due already, waiting for a lull: not now
+                self._flush_urgent = True
                 self._wake()
 
     def compaction_owed(self) -> None:
@@ -101,32 +105,40 @@ class Housekeeper:
                 while job is None:
                     if self._stopped:
                         return
-                    deadlines = [t for t in (self._flush_at, self._compact_at) if t is not None]
-                    timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
-                    self._due.wait(timeout)
+                    self._due.wait(self._wait_time())
                     job = self._next_job()
             job()
 
+    def _wait_time(self) -> float | None:
+        """Until the next deadline; a job that is due but waits for a lull looks
+        again every LULL_POLL_S (lock held)."""
+        deadlines = [t for t in (self._flush_at, self._compact_at) if t is not None]
+        if not deadlines:
+            return None
+        return max(min(deadlines) - time.monotonic(), 0.0) or LULL_POLL_S
+
     def _next_job(self) -> Callable[[], None] | None:
-        """The job that is due now, its deadline cleared (lock held)."""
+        """The job that is due now and may run, its deadline cleared (lock held).
+
+        A due job runs in a lull of the mount's requests, or once it has waited
+        its patience; a journal past FLUSH_BYTES is moved at once. The loop
+        decides, not the job: a compaction waiting for a lull never holds up
+        an urgent flush."""
         if self._stopped:
             return None
         now = time.monotonic()
-        if self._flush_at is not None and self._flush_at <= now:
-            self._flush_at = None
-            patience = 0.0 if self._flush_urgent else FLUSH_PATIENCE
-            return lambda: self._after_lull(patience, self._run_flush)
-        if self._compact_at is not None and self._compact_at <= now:
-            self._compact_at = None
-            return lambda: self._after_lull(COMPACT_PATIENCE, self._run_compaction)
-        return None
+        lull = self._activity.idle_for() >= LULL_S
 
-    def _after_lull(self, patience: float, job: Callable[[], None]) -> None:
-        """Run ``job`` once the mount pauses (or after ``patience``), unless stopped
-        meanwhile: closing the vault flushes and compacts on its own."""
-        self._activity.wait_for_lull(patience, stopping=lambda: self._stopped)
-        if not self._stopped:
-            job()
+        def may_run(due: float | None, patience: float) -> bool:
+            return due is not None and due <= now and (lull or now >= due + patience)
+
+        if may_run(self._flush_at, 0.0 if self._flush_urgent else FLUSH_PATIENCE):
+            self._flush_at = None
+            return self._run_flush
+        if may_run(self._compact_at, COMPACT_PATIENCE):
+            self._compact_at = None
+            return self._run_compaction
+        return None
 
     def _run_flush(self) -> None:
         """Failures are logged (the journal keeps its entries); the thread goes on."""

@@ -126,3 +126,41 @@ def test_the_journal_moves_into_lmdb_in_a_lull(vault):
     finally:
         vault.close()
     assert reopen(vault_path).get("a.md") == b"journaled first"
+
+
+def test_a_compaction_waiting_for_a_lull_does_not_hold_up_an_urgent_flush(vault, monkeypatch):
+    """While requests keep coming, a due compaction waits (up to its patience);
+    a journal grown past FLUSH_BYTES meanwhile is moved into LMDB at once."""
+    import threading
+
+    from memvault.vault import housekeeping
+
+    monkeypatch.setattr(housekeeping, "FLUSH_BYTES", 64 << 10)
+    vault_path = vault.path
+    vault.close()
+    vault = reopen(vault_path, compact_delay=0.2, journal=True)
+    busy_until = time.monotonic() + 4.0
+    try:
+        vault.activity.touch()
+        vault.put("old.md", b"x" * 100)
+        vault.delete("old.md")  # a compaction is owed, due in 0.2 s: it waits for a lull
+
+        def requests():
+            while time.monotonic() < busy_until:
+                vault.activity.touch()
+                time.sleep(0.02)
+
+        load = threading.Thread(target=requests)
+        load.start()
+        time.sleep(1.0)
+        for i in range(4):  # 4 x 40 KiB: past the (lowered) FLUSH_BYTES
+            vault.put(f"big-{i}.md", os.urandom(40 << 10))
+        deadline = time.monotonic() + 2.0
+        while vault._store.journaled_entries and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not vault._store.journaled_entries, "the urgent flush waited for the lull"
+        assert vault.compaction_owed, "the compaction still waits for its lull"
+        load.join()
+    finally:
+        busy_until = 0
+        vault.close()
