@@ -11,6 +11,8 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -67,6 +69,26 @@ def vault(vault_path: Path):
         yield v
     finally:
         v.close()
+
+
+@contextmanager
+def busy_mount(vault: Vault, seconds: float):
+    """Requests every 20 ms for ``seconds``, as a busy mount makes them (each
+    touches the vault's activity); the block's end waits for the last one."""
+    until = time.monotonic() + seconds
+
+    def requests() -> None:
+        while time.monotonic() < until:
+            vault.activity.touch()
+            time.sleep(0.02)
+
+    vault.activity.touch()
+    load = threading.Thread(target=requests)
+    load.start()
+    try:
+        yield
+    finally:
+        load.join()
 
 
 def reopen(path: Path, **kwargs) -> Vault:

@@ -13,7 +13,7 @@ from pathlib import Path
 from memvault.vault import Vault
 
 from .. import rawvault
-from ..conftest import FAST_KDF, PASSPHRASE, assert_nowhere, reopen
+from ..conftest import FAST_KDF, PASSPHRASE, assert_nowhere, busy_mount, reopen
 from ..fsutil import force_lock, mounted
 
 
@@ -97,28 +97,16 @@ def test_a_session_that_changed_nothing_does_not_rewrite_the_file(vault_path):
 def test_the_journal_moves_into_lmdb_in_a_lull(vault):
     """Moving the journal into LMDB waits for a pause in the mount's requests
     (at most FLUSH_PATIENCE), then happens without being asked."""
-    import threading
-
     from memvault.vault.housekeeping import FLUSH_DELAY, FLUSH_PATIENCE
 
     vault_path = vault.path
     vault.close()
     vault = reopen(vault_path, compact_delay=None, journal=True)
     try:
-        busy_until = time.monotonic() + FLUSH_DELAY + FLUSH_PATIENCE * 0.6
-        vault.activity.touch()
-        vault.put("a.md", b"journaled first")
-
-        def requests():
-            while time.monotonic() < busy_until:
-                vault.activity.touch()
-                time.sleep(0.02)
-
-        load = threading.Thread(target=requests)
-        load.start()
-        time.sleep(FLUSH_DELAY + FLUSH_PATIENCE * 0.4)
-        assert vault._store.journaled_entries, "flushed while the mount was busy"
-        load.join()
+        with busy_mount(vault, FLUSH_DELAY + FLUSH_PATIENCE * 0.6):
+            vault.put("a.md", b"journaled first")
+            time.sleep(FLUSH_DELAY + FLUSH_PATIENCE * 0.4)
+            assert vault._store.journaled_entries, "flushed while the mount was busy"
         deadline = time.monotonic() + 10
         while vault._store.journaled_entries and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -131,36 +119,23 @@ def test_the_journal_moves_into_lmdb_in_a_lull(vault):
 def test_a_compaction_waiting_for_a_lull_does_not_hold_up_an_urgent_flush(vault, monkeypatch):
     """While requests keep coming, a due compaction waits (up to its patience);
     a journal grown past FLUSH_BYTES meanwhile is moved into LMDB at once."""
-    import threading
-
     from memvault.vault import housekeeping
 
     monkeypatch.setattr(housekeeping, "FLUSH_BYTES", 64 << 10)
     vault_path = vault.path
     vault.close()
     vault = reopen(vault_path, compact_delay=0.2, journal=True)
-    busy_until = time.monotonic() + 4.0
     try:
-        vault.activity.touch()
-        vault.put("old.md", b"x" * 100)
-        vault.delete("old.md")  # a compaction is owed, due in 0.2 s: it waits for a lull
-
-        def requests():
-            while time.monotonic() < busy_until:
-                vault.activity.touch()
+        with busy_mount(vault, 4.0):
+            vault.put("old.md", b"x" * 100)
+            vault.delete("old.md")  # a compaction is owed, due in 0.2 s: it waits for a lull
+            time.sleep(1.0)
+            for i in range(4):  # 4 x 40 KiB: past the (lowered) FLUSH_BYTES
+                vault.put(f"big-{i}.md", os.urandom(40 << 10))
+            deadline = time.monotonic() + 2.0
+            while vault._store.journaled_entries and time.monotonic() < deadline:
                 time.sleep(0.02)
-
-        load = threading.Thread(target=requests)
-        load.start()
-        time.sleep(1.0)
-        for i in range(4):  # 4 x 40 KiB: past the (lowered) FLUSH_BYTES
-            vault.put(f"big-{i}.md", os.urandom(40 << 10))
-        deadline = time.monotonic() + 2.0
-        while vault._store.journaled_entries and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert not vault._store.journaled_entries, "the urgent flush waited for the lull"
-        assert vault.compaction_owed, "the compaction still waits for its lull"
-        load.join()
+            assert not vault._store.journaled_entries, "the urgent flush waited for the lull"
+            assert vault.compaction_owed, "the compaction still waits for its lull"
     finally:
-        busy_until = 0
         vault.close()

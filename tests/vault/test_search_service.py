@@ -10,7 +10,7 @@ from memvault.index.model import cache_dir
 from memvault.search import Query, SearchService, open_search
 from memvault.vault import Vault
 
-from ..conftest import FAST_KDF, PASSPHRASE, assert_nowhere, reopen
+from ..conftest import FAST_KDF, PASSPHRASE, assert_nowhere, busy_mount, reopen
 
 pytestmark = pytest.mark.model  # the real embedding model
 
@@ -173,7 +173,6 @@ def test_embedding_waits_for_a_lull_in_the_mounts_requests(vault_path, embedder)
     """A worker at idle priority still holds the GIL: while requests keep coming
     (for less than the workers' patience), nothing is embedded; once they stop,
     everything is."""
-    import threading
     import time
 
     from memvault.search.service import BATCH_PATIENCE
@@ -183,21 +182,11 @@ def test_embedding_waits_for_a_lull_in_the_mounts_requests(vault_path, embedder)
         service.start()
         service.index_all()
         assert service.wait_idle(120)
-        busy_until = time.monotonic() + BATCH_PATIENCE * 0.75
-        vault.activity.touch()
-        vault.put("fish.md", b"# Zebrafish\nThe zebrafish tank is cleaned on Tuesdays.\n")
-
-        def requests():  # what the mount does for every request
-            while time.monotonic() < busy_until:
-                vault.activity.touch()
-                time.sleep(0.02)
-
-        load = threading.Thread(target=requests)
-        load.start()
-        time.sleep(BATCH_PATIENCE * 0.6)
-        assert service.search(Query("zebrafish", k=1))[0].path == "fish.md", "words at once"
-        assert service.index.pending, "embedded while the mount was busy"
-        load.join()
+        with busy_mount(vault, BATCH_PATIENCE * 0.75):
+            vault.put("fish.md", b"# Zebrafish\nThe zebrafish tank is cleaned on Tuesdays.\n")
+            time.sleep(BATCH_PATIENCE * 0.6)
+            assert service.search(Query("zebrafish", k=1))[0].path == "fish.md", "words at once"
+            assert service.index.pending, "embedded while the mount was busy"
         assert service.wait_idle(60) and not service.index.pending
         assert vault.get_derived(vault.record_id("fish.md")) is not None
         service.stop()
