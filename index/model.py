@@ -12,9 +12,9 @@ The model memvault embeds with is that network with its weight matrices
 quantized to int8 (onnxruntime's dynamic quantization, per output channel,
 only the matrix products with a constant side: attention stays float). It
 embeds about twice as fast on 2 cores; its vectors keep a cosine of 0.97 or
-more with the float model's (0.99 on average), and retrieval on the LoCoMo development set
-moves by less than 0.01 R@10 (BENCHMARKS.md). The float model is kept for
-vaults pinned to it before.
+more with the float model's (0.99 on average), and retrieval on the LoCoMo
+development set moves by less than 0.01 R@10 (BENCHMARKS.md). The float
+model is kept for vaults pinned to it before.
 """
 
 from __future__ import annotations
