@@ -65,7 +65,7 @@ class Housekeeper:
                 self._flush_at = at
                 self._flush_urgent = urgent
                 self._wake()
-            elif urgent and not self._flush_urgent:  # due already, waiting for a lull: not now
+            elif urgent and not self._flush_urgent:  # due, waiting for a lull: no longer
                 self._flush_urgent = True
                 self._wake()
 
