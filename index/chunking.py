@@ -105,7 +105,14 @@ def _last_blank(piece: list[str]) -> int:
 
 
 def _chunk(heading: str, start: int, lines: list[str]) -> Chunk:
+    return Chunk(heading, start, start + max(len(lines), 1) - 1, _joined(lines))
+
+
+def chunk_text(text: str, chunk: Chunk) -> str:
+    """The words of ``chunk`` (a place: its lines) in ``text``, as the chunker cut them."""
+    return _joined(text.splitlines()[chunk.start_line - 1 : chunk.end_line])
+
+
+def _joined(lines: list[str]) -> str:
     text = "\n".join(lines)
-    if len(text) > MAX_CHUNK_CHARS * 4:  # one enormous line: keep the index bounded
-        text = text[: MAX_CHUNK_CHARS * 4]
-    return Chunk(heading, start, start + max(len(lines), 1) - 1, text)
+    return text[: MAX_CHUNK_CHARS * 4]  # one enormous line: keep the index bounded

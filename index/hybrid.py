@@ -13,19 +13,26 @@ Only candidates with some real evidence count: a BM25 match, or a cosine
 above MIN_COSINE; a query with nothing relevant returns nothing, not the
 least bad noise. Results are files: the best chunk of each record first,
 the other chunks of the same record that matched with it.
+
+The index keeps no text: a chunk is its place in the record (lines,
+heading, title), the owner reads its words from the record when it shows
+a hit. ``export`` and ``restore`` store and load everything but the
+vectors, which the owner keeps per record.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
-from collections import Counter
-from collections.abc import Callable, Collection
+import json
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from .chunking import Chunk, chunk_markdown
 from .lexical import BM25, tokenize
+from .packing import pack, unpack
 from .vectors import HNSW_THRESHOLD, GraphBuild, VectorIndex
 
 MIN_COSINE = 0.2
@@ -54,7 +61,7 @@ class Hit:
     """One record's best chunk, with the others of the same record that matched."""
 
     record_id: bytes
-    chunk: Chunk
+    chunk: Chunk  # its place: the text is the record's, read when shown
     score: float  # fused, in [0, 1]
     lexical: float  # the chunk's BM25 score (0: no query word in it)
     cosine: float | None  # None: not embedded yet
@@ -90,7 +97,7 @@ class HybridIndex:
         ids = []
         for chunk in chunks:
             chunk_id = next(self._ids)
-            self._chunks[chunk_id] = (record_id, chunk)
+            self._chunks[chunk_id] = (record_id, dataclasses.replace(chunk, text=""))
             self.lexical.add(chunk_id, chunk.for_embedding())
             if vectors is None:
                 self.pending[chunk_id] = chunk.for_embedding()
@@ -182,7 +189,8 @@ class HybridIndex:
             nearest = self._nearest(vector, fetch, scope)
         fused = self._fuse(words, vector, nearest, fetch, alpha)
         if feedback and fused and words is not None:
-            terms = self._feedback_terms(fused[:FEEDBACK_CHUNKS], query)
+            best = [cid for _, cid, _ in fused[:FEEDBACK_CHUNKS]]
+            terms = self.lexical.frequent_terms(best, FEEDBACK_TERMS, set(tokenize(query)))
             more = self._within(self.lexical.term_scores(terms), scope)
             if more is not None:
                 fused = self._fuse(words + feedback * more, vector, nearest, fetch, alpha)
@@ -248,15 +256,6 @@ class HybridIndex:
         fused.sort(key=lambda f: (-f[0], f[1]))
         return fused
 
-    def _feedback_terms(self, best: list[tuple[float, int, float | None]], query: str) -> list[str]:
-        """The FEEDBACK_TERMS words most frequent in the ``best`` chunks, the query's
-        own words left out (ties: the first seen)."""
-        asked = set(tokenize(query))
-        counts: Counter[str] = Counter()
-        for _, cid, _ in best:
-            counts.update(t for t in tokenize(self._chunks[cid][1].text) if t not in asked)
-        return [term for term, _ in counts.most_common(FEEDBACK_TERMS)]
-
     def _files(
         self, fused: list[tuple[float, int, float | None]], words: np.ndarray | None, k: int
     ) -> list[Hit]:
@@ -285,3 +284,85 @@ class HybridIndex:
                 found = [(cid, cos) for cid, cos in found if cid in inside]
             return found
         return self.vectors.search_among(scope.tolist(), vector, fetch)
+
+    # -- stored with the vault (sealed there by the owner) -------------------------
+
+    def export(self, versions: Mapping[bytes, int]) -> bytes:
+        """The index of the records in ``versions`` whose every chunk is embedded,
+        each with its version (the owner's, given back by ``restore``); no text
+        and no vector of the live chunks."""
+        records = [
+            rid
+            for rid, ids in self._by_record.items()
+            if rid in versions and not any(i in self.pending for i in ids)
+        ]
+        chunk_ids = [i for rid in records for i in self._by_record[rid]]
+        places = [self._chunks[i][1] for i in chunk_ids]
+        strings = json.dumps([[c.heading, c.title] for c in places]).encode()
+        return pack(
+            b"".join(records),
+            np.array([versions[rid] for rid in records], np.int64),
+            np.array([len(self._by_record[rid]) for rid in records], np.int32),
+            np.array(chunk_ids, np.int64),
+            np.array([[c.start_line, c.end_line] for c in places], np.int32).reshape(-1, 2),
+            strings,
+            self.lexical.to_bytes(set(chunk_ids)),
+            self.vectors.export_graph() or b"",
+        )
+
+    @classmethod
+    def restore(
+        cls,
+        data: bytes,
+        dim: int,
+        vectors_of: Callable[[bytes, int, int], np.ndarray | None],
+        *,
+        hnsw_threshold: int = HNSW_THRESHOLD,
+    ) -> tuple[HybridIndex, dict[bytes, int]]:
+        """The index of ``export`` and the version of each record in it.
+
+        ``vectors_of(record_id, version, chunks)`` gives a record's stored
+        vectors, or None: a record without them is left out (the owner
+        indexes it again). ValueError if ``data`` is not an export."""
+        records, versions, counts, chunk_ids, lines, strings, lexical, graph = unpack(data, 8)
+        versions, counts = versions.view(np.int64), counts.view(np.int32)
+        chunk_ids, lines = chunk_ids.view(np.int64), lines.view(np.int32).reshape(-1, 2)
+        places = json.loads(bytes(strings))
+        n = len(counts)
+        if len(records) != 16 * n or len(versions) != n or (counts < 0).any():
+            raise ValueError("inconsistent index")
+        if not len(chunk_ids) == len(lines) == len(places) == int(counts.sum()):
+            raise ValueError("inconsistent index")
+        index = cls(dim, hnsw_threshold=hnsw_threshold)
+        index.lexical = BM25.from_bytes(bytes(lexical))
+        record_ids = [bytes(records[16 * i : 16 * i + 16]) for i in range(n)]
+        ends = np.cumsum(counts).tolist()
+        kept: dict[bytes, int] = {}
+        with_vectors: list[int] = []
+        matrix = np.empty((len(chunk_ids), dim), np.float32)  # filled in place: no copies
+        for rid, version, end, count in zip(
+            record_ids, versions.tolist(), ends, counts.tolist(), strict=True
+        ):
+            ids = chunk_ids[end - count : end].tolist()
+            for i, (start, stop), (heading, title) in zip(
+                ids, lines[end - count : end].tolist(), places[end - count : end], strict=True
+            ):
+                index._chunks[i] = (rid, Chunk(heading, start, stop, "", title))
+            index._by_record[rid] = ids
+            vectors = vectors_of(rid, version, count)
+            if vectors is not None and vectors.shape == (count, dim):
+                kept[rid] = version
+                matrix[len(with_vectors) : len(with_vectors) + count] = vectors
+                with_vectors += ids
+        if len(index._chunks) != len(chunk_ids) or len(index.lexical) != len(chunk_ids):
+            raise ValueError("inconsistent index")
+        ids = np.array(with_vectors, np.int64)
+        matrix = matrix[: len(ids)]
+        if len(graph):
+            index.vectors.restore_graph(bytes(graph), ids, matrix)
+        else:
+            index.vectors.add(ids.tolist(), matrix)
+        for rid in set(record_ids) - kept.keys():
+            index.remove(rid)
+        index._ids = itertools.count(int(chunk_ids.max()) + 1 if len(chunk_ids) else 1)
+        return index, kept

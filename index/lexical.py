@@ -7,14 +7,17 @@ their parts, so both an exact error code and a word of it find the chunk.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 from array import array
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 import numpy as np
 import Stemmer
+
+from .packing import pack, unpack
 
 _WORD = re.compile(r"[0-9a-zA-Z_]+(?:[.\-][0-9a-zA-Z_]+)*")
 _PLAIN = re.compile(r"[0-9a-zA-Z_]+")
@@ -69,16 +72,19 @@ def tokenize(text: str) -> list[str]:
 
 
 class BM25:
-    """Okapi BM25 with postings kept as packed arrays (array.array: 12 bytes a
+    """Okapi BM25 with postings kept as packed arrays (array.array: 8 bytes a
     posting, appended in place), so the index of a large vault stays small and
     every query scores with numpy over zero-copy views, with no per-term cache
-    to rebuild after a write.
+    to rebuild after a write. Terms are numbered: a document keeps its term
+    numbers and counts (for removal, and for the words a feedback pass adds).
 
     A removal is O(terms of the document): the document is marked dead (its
     postings stay, masked out of every score, and the live document
     frequencies drop), and dead postings are purged in one pass once they are
     half of all postings. Removing each document from every posting list
     instead costs a scan of each list: quadratic for `rm -rf` of a vault.
+
+    Document ids are below 2**31 (posting lists hold int32).
     """
 
     PURGE_MIN = 50_000
@@ -90,62 +96,69 @@ class BM25:
         long one that also does (measured on the LoCoMo development set:
         turn-level R@10 0.686 with 0.75, 0.702 with 0.3)."""
         self.k1, self.b = k1, b
-        self._postings: dict[str, tuple[array, array]] = {}  # term -> (doc ids, tfs)
-        self._df: dict[str, int] = {}  # term -> live documents holding it
-        self._lengths: dict[int, int] = {}
+        self._term_ids: dict[str, int] = {}
+        self._words: list[str] = []  # term id -> term
+        self._postings: dict[int, tuple[array, array]] = {}  # term id -> (doc ids, tfs)
+        self._df = np.zeros(1024, np.int32)  # term id -> live documents holding it
+        self._docs: dict[int, array] = {}  # doc id -> its term ids, then their counts
         self._length_array = np.zeros(1024, np.float32)
         self._alive = np.zeros(1024, bool)
-        self._terms: dict[int, tuple[str, ...]] = {}
         self._total = 0
         self._postings_count = 0
         self._dead_postings = 0
         self._dead_ids: set[int] = set()  # removed, with postings still in the lists
 
     def __len__(self) -> int:
-        return len(self._lengths)
+        return len(self._docs)
+
+    def _term_id(self, term: str) -> int:
+        term_id = self._term_ids.get(term)
+        if term_id is None:
+            term_id = self._term_ids[term] = len(self._words)
+            self._words.append(term)
+            if term_id >= len(self._df):
+                self._df = np.concatenate([self._df, np.zeros(len(self._df), np.int32)])
+        return term_id
 
     def add(self, doc_id: int, text: str) -> None:
-        if doc_id in self._lengths:
+        if doc_id in self._docs:
             self.remove(doc_id)
         if doc_id in self._dead_ids:  # its old postings must not count for the new text
             self._purge()
         counts = Counter(tokenize(text))
-        for term, tf in counts.items():
-            postings = self._postings.get(term)
+        terms = array("i", (self._term_id(term) for term in counts))
+        for term_id, tf in zip(terms, counts.values(), strict=True):
+            postings = self._postings.get(term_id)
             if postings is None:
-                postings = self._postings[term] = (array("q"), array("f"))
+                postings = self._postings[term_id] = (array("i"), array("f"))
             postings[0].append(doc_id)
             postings[1].append(tf)
-            self._df[term] = self._df.get(term, 0) + 1
-        length = sum(counts.values())
-        self._lengths[doc_id] = length
-        if doc_id >= len(self._length_array):
-            size = max(2 * len(self._length_array), doc_id + 1)
-            self._length_array = np.resize(self._length_array, size)
-            self._length_array[len(self._alive) :] = 0
-            alive = np.zeros(size, bool)
-            alive[: len(self._alive)] = self._alive
-            self._alive = alive
-        self._length_array[doc_id] = length
-        self._alive[doc_id] = True
-        self._terms[doc_id] = tuple(counts)
-        self._total += length
+        self._df[np.frombuffer(terms, np.int32)] += 1
+        self._docs[doc_id] = terms + array("i", counts.values())
+        self._mark_alive(doc_id, sum(counts.values()))
         self._postings_count += len(counts)
 
+    def _mark_alive(self, doc_id: int, length: int) -> None:
+        if doc_id >= len(self._length_array):
+            size = max(2 * len(self._length_array), doc_id + 1)
+            lengths = np.zeros(size, np.float32)
+            lengths[: len(self._length_array)] = self._length_array
+            alive = np.zeros(size, bool)
+            alive[: len(self._alive)] = self._alive
+            self._length_array, self._alive = lengths, alive
+        self._length_array[doc_id] = length
+        self._alive[doc_id] = True
+        self._total += length
+
     def remove(self, doc_id: int) -> None:
-        length = self._lengths.pop(doc_id, None)
-        if length is None:
+        entry = self._docs.pop(doc_id, None)
+        if entry is None:
             return
-        self._total -= length
+        self._total -= int(self._length_array[doc_id])
         self._length_array[doc_id] = 0
         self._alive[doc_id] = False
-        terms = self._terms.pop(doc_id)
-        for term in terms:
-            left = self._df[term] - 1
-            if left:
-                self._df[term] = left
-            else:
-                del self._df[term]
+        terms = np.frombuffer(entry, np.int32)[: len(entry) // 2]
+        self._df[terms] -= 1
         self._dead_ids.add(doc_id)
         self._dead_postings += len(terms)
         if self._dead_postings > max(self.PURGE_MIN, self._postings_count // 2):
@@ -153,18 +166,18 @@ class BM25:
 
     def _purge(self) -> None:
         """Drop every dead posting (one pass over the terms)."""
-        for term, (ids, tfs) in list(self._postings.items()):
-            id_view = np.frombuffer(ids, np.int64)
+        for term_id, (ids, tfs) in list(self._postings.items()):
+            id_view = np.frombuffer(ids, np.int32)
             keep = self._alive[id_view]
             if keep.all():
                 continue
             if not keep.any():
-                del self._postings[term]
+                del self._postings[term_id]
                 continue
-            kept_ids, kept_tfs = array("q"), array("f")
+            kept_ids, kept_tfs = array("i"), array("f")
             kept_ids.frombytes(id_view[keep].tobytes())
             kept_tfs.frombytes(np.frombuffer(tfs, np.float32)[keep].tobytes())
-            self._postings[term] = (kept_ids, kept_tfs)
+            self._postings[term_id] = (kept_ids, kept_tfs)
         self._postings_count -= self._dead_postings
         self._dead_postings = 0
         self._dead_ids.clear()
@@ -190,20 +203,109 @@ class BM25:
 
     def term_scores(self, terms: Iterable[str]) -> np.ndarray | None:
         """Every document's score for terms already tokenized (None: no documents)."""
-        n = len(self._lengths)
+        n = len(self._docs)
         if not n:
             return None
         average = self._total / n
         scores = np.zeros(len(self._length_array), np.float32)
         for term in terms:
-            postings = self._postings.get(term)
-            df = self._df.get(term)
-            if postings is None or not df:
+            term_id = self._term_ids.get(term)
+            if term_id is None or not self._df[term_id]:
                 continue
-            ids = np.frombuffer(postings[0], np.int64)  # views: nothing is copied
-            tfs = np.frombuffer(postings[1], np.float32)
+            df = int(self._df[term_id])
+            ids_buffer, tfs_buffer = self._postings[term_id]
+            ids = np.frombuffer(ids_buffer, np.int32)  # views: nothing is copied
+            tfs = np.frombuffer(tfs_buffer, np.float32)
             idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
             norm = tfs + self.k1 * (1 - self.b + self.b * self._length_array[ids] / average)
             scores[ids] += idf * tfs * (self.k1 + 1) / norm
         scores *= self._alive  # dead postings score nothing
         return scores
+
+    def frequent_terms(self, doc_ids: Iterable[int], n: int, leave_out: set[str]) -> list[str]:
+        """The ``n`` terms most frequent in ``doc_ids`` together, ``leave_out``
+        left out (ties: the first seen)."""
+        counts: Counter[int] = Counter()
+        for doc_id in doc_ids:
+            entry = self._docs.get(doc_id)
+            if entry is not None:
+                half = len(entry) // 2
+                for term_id, tf in zip(entry[:half], entry[half:], strict=True):
+                    counts[term_id] += tf
+        words = (self._words[term_id] for term_id, _ in counts.most_common())
+        return list(itertools.islice((w for w in words if w not in leave_out), n))
+
+    # -- stored with the vault (sealed there by the owner) -------------------------
+
+    def to_bytes(self, keep: Collection[int] | None = None) -> bytes:
+        """The live documents (those in ``keep`` only, if given), with only the
+        terms they hold: a removed document's words are not in it."""
+        doc_ids = [d for d in self._docs if keep is None or d in keep]
+        entries = [np.frombuffer(self._docs[d], np.int32) for d in doc_ids]
+        sizes = np.array([len(e) // 2 for e in entries], np.int32)
+        data = np.concatenate(entries) if entries else np.zeros(0, np.int32)
+        owner, is_term, _ = _layout(sizes)
+        used = np.unique(data[is_term])
+        renumber = np.full(len(self._words), -1, np.int32)
+        renumber[used] = np.arange(len(used), dtype=np.int32)
+        data = data.copy()
+        data[is_term] = renumber[data[is_term]]
+        words = "\n".join(self._words[t] for t in used.tolist()).encode()
+        return pack(words, np.array(doc_ids, np.int32), sizes, data)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, **kwargs) -> BM25:
+        """An index from ``to_bytes``; raises ValueError if ``data`` is not one."""
+        words_blob, doc_ids, doc_sizes, doc_data = unpack(data, 4)
+        doc_ids, doc_sizes, doc_data = (a.view(np.int32) for a in (doc_ids, doc_sizes, doc_data))
+        words = bytes(words_blob).decode().split("\n") if len(words_blob) else []
+        if len(doc_ids) != len(doc_sizes) or (doc_sizes < 0).any():
+            raise ValueError("inconsistent index")
+        if 2 * doc_sizes.astype(np.int64).sum() != len(doc_data):
+            raise ValueError("inconsistent index")
+        owner, is_term, ends = _layout(doc_sizes)
+        starts = ends - 2 * doc_sizes.astype(np.int64)
+        terms, tfs = doc_data[is_term], doc_data[~is_term]
+        if len(terms) and (terms.min() < 0 or terms.max() >= len(words)):
+            raise ValueError("a term out of range")
+        if len(doc_ids) and doc_ids.min() < 0:
+            raise ValueError("a document id out of range")
+        index = cls(**kwargs)
+        index._words = words
+        index._term_ids = {w: i for i, w in enumerate(words)}
+        index._df = np.bincount(terms, minlength=max(1024, len(words))).astype(np.int32)
+        raw = doc_data.tobytes()
+        for doc_id, start, end in zip(
+            doc_ids.tolist(), starts.tolist(), ends.tolist(), strict=True
+        ):
+            index._docs[doc_id] = array("i", raw[4 * start : 4 * end])
+        if len(index._docs) != len(doc_ids):
+            raise ValueError("a document twice")
+        size = max(1024, int(doc_ids.max()) + 1 if len(doc_ids) else 0)
+        lengths = np.bincount(owner[is_term], weights=tfs, minlength=len(doc_ids))
+        index._length_array = np.zeros(size, np.float32)
+        index._length_array[doc_ids] = lengths
+        index._alive = np.zeros(size, bool)
+        index._alive[doc_ids] = True
+        index._total = int(lengths.sum())
+        posting_docs = doc_ids[owner[is_term]]
+        order = np.argsort(terms, kind="stable")
+        bounds = np.flatnonzero(np.diff(terms[order])) + 1
+        for group in np.split(order, bounds) if len(order) else []:
+            index._postings[int(terms[group[0]])] = (
+                array("i", posting_docs[group].tobytes()),
+                array("f", tfs[group].astype(np.float32).tobytes()),
+            )
+        index._postings_count = len(terms)
+        return index
+
+
+def _layout(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Documents stored end to end, each as its ``size`` term ids then as many
+    counts: the document of each position, whether it holds a term id, and
+    where each document ends."""
+    spans = sizes.astype(np.int64) * 2
+    ends = np.cumsum(spans)
+    owner = np.repeat(np.arange(len(sizes)), spans)
+    is_term = np.arange(int(spans.sum())) - (ends - spans)[owner] < sizes[owner]
+    return owner, is_term, ends

@@ -9,16 +9,25 @@ it is never done inside ``add``: once a graph is due, ``plan_graph`` (under
 the owner's lock) snapshots the vectors into a GraphBuild, whose ``build``
 runs without the lock (hnswlib releases the GIL) and whose ``install`` (under
 the lock again) replays what changed meanwhile. Exact search answers until
-then. The graph is never written anywhere: it is rebuilt from the
-stored (sealed) vectors at each unlock.
+then. Once installed, the graph holds the vectors: the matrix is let go
+(hnswlib keeps its own copy of each vector, and two copies of 57,000 are
+170 MB).
+
+``export`` gives the graph without its vectors (the owner stores those
+anyway, and seals both); ``restore`` puts the two back together, so a large
+index is ready at unlock without the build.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 from dataclasses import dataclass
 
 import hnswlib
 import numpy as np
+
+from .packing import pack, unpack
 
 HNSW_THRESHOLD = 20_000
 HNSW_M = 16
@@ -30,6 +39,9 @@ GRAPH_THREADS = 2
 
 
 class VectorIndex:
+    """Vectors by id: a matrix (exact search) until the graph is installed, then
+    the graph alone."""
+
     def __init__(self, dim: int, *, hnsw_threshold: int = HNSW_THRESHOLD) -> None:
         self.dim = dim
         self.hnsw_threshold = hnsw_threshold
@@ -38,11 +50,15 @@ class VectorIndex:
         self._buffer = np.zeros((0, dim), np.float32)
         self._row: dict[int, int] = {}
         self._hnsw: hnswlib.Index | None = None
+        self._labels: set[int] = set()  # the live ids in the graph
         self._changes: list[tuple[str, np.ndarray, np.ndarray | None]] | None = None
         """Set while a graph is being built: what to replay into it."""
 
     def __len__(self) -> int:
-        return self._count
+        return len(self._labels) if self._hnsw is not None else self._count
+
+    def __contains__(self, i: int) -> bool:
+        return i in self._labels if self._hnsw is not None else i in self._row
 
     @property
     def _ids(self) -> np.ndarray:
@@ -64,9 +80,13 @@ class VectorIndex:
     def add(self, ids: list[int], vectors: np.ndarray) -> None:
         if not len(ids):
             return
-        self.remove([i for i in ids if i in self._row])
+        self.remove([i for i in ids if i in self])
         vectors = np.asarray(vectors, np.float32).reshape(len(ids), self.dim)
         id_array = np.asarray(ids, np.int64)
+        if self._hnsw is not None:
+            _graph_add(self._hnsw, id_array, vectors)
+            self._labels.update(id_array.tolist())
+            return
         start, end = self._count, self._count + len(ids)
         if end > len(self._buffer):  # grow by doubling: one big, fresh allocation
             size = max(2 * len(self._buffer), end, 1024)
@@ -80,15 +100,20 @@ class VectorIndex:
         self._count = end
         for offset, i in enumerate(ids):
             self._row[int(i)] = start + offset
-        if self._hnsw is not None:
-            _graph_add(self._hnsw, id_array, vectors)
         if self._changes is not None:
             self._changes.append(("add", id_array, vectors.copy()))
 
     def remove(self, ids: list[int]) -> None:
         """Forget ``ids``: each hole is filled with the last row (no full copy)."""
-        present = [int(i) for i in ids if int(i) in self._row]
+        present = [int(i) for i in ids if int(i) in self]
         if not present:
+            return
+        if self._hnsw is not None:
+            for i in present:
+                self._hnsw.mark_deleted(i)
+                self._labels.discard(i)
+            if len(self._labels) < self.hnsw_threshold // 2:
+                self._to_matrix()  # small again: exact search is cheaper
             return
         for i in present:
             row = self._row.pop(i)
@@ -99,30 +124,33 @@ class VectorIndex:
                 self._id_buffer[row] = moved
                 self._row[moved] = row
             self._count = last
-        if self._hnsw is not None:
-            for i in present:
-                self._hnsw.mark_deleted(i)
-            if self._count < self.hnsw_threshold // 2:
-                self._hnsw = None  # small again: exact search is cheaper
         if self._changes is not None:
             self._changes.append(("remove", np.asarray(present, np.int64), None))
 
+    def _to_matrix(self) -> None:
+        """Let the graph go and search the matrix of its live vectors again."""
+        graph, self._hnsw = self._hnsw, None
+        ids = sorted(self._labels)
+        self._labels = set()
+        if ids:
+            self.add(ids, _vectors_of(graph, ids))
+
     def get(self, ids: list[int]) -> np.ndarray | None:
         """The stored vectors of ``ids`` (None if any is missing)."""
-        rows = [self._row.get(int(i)) for i in ids]
-        if any(r is None for r in rows):
+        if not all(i in self for i in ids):
             return None
-        return self._buffer[rows]
+        if self._hnsw is not None:
+            return _vectors_of(self._hnsw, ids)
+        return self._buffer[[self._row[int(i)] for i in ids]]
 
     def search_among(
         self, ids: list[int], query: np.ndarray, k: int = 10
     ) -> list[tuple[int, float]]:
         """The ``k`` of ``ids`` nearest ``query`` (exact; ids without a vector skipped)."""
-        found = [(i, r) for i in ids if (r := self._row.get(i)) is not None]
-        if not found:
+        present = [i for i in ids if i in self]
+        if not present:
             return []
-        present, rows = zip(*found, strict=True)
-        scores = self._buffer[list(rows)] @ np.asarray(query, np.float32).reshape(self.dim)
+        scores = self.get(present) @ np.asarray(query, np.float32).reshape(self.dim)
         k = min(k, len(present))
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]
@@ -130,7 +158,7 @@ class VectorIndex:
 
     def search(self, query: np.ndarray, k: int = 10) -> list[tuple[int, float]]:
         """The ``k`` nearest ids with their cosine similarity, best first."""
-        n = self._count
+        n = len(self)
         if not n:
             return []
         k = min(k, n)
@@ -146,11 +174,9 @@ class VectorIndex:
 
     def exact_search(self, query: np.ndarray, k: int = 10) -> list[tuple[int, float]]:
         """Exact search whatever the size (to measure HNSW recall)."""
-        hnsw, self._hnsw = self._hnsw, None
-        try:
+        if self._hnsw is None:
             return self.search(query, k)
-        finally:
-            self._hnsw = hnsw
+        return self.search_among(sorted(self._labels), query, k)
 
     # -- building the graph, off the caller's lock --------------------------------
 
@@ -196,12 +222,88 @@ class VectorIndex:
                 live.update(ids.tolist())
         self._changes = None
         if self._count >= self.hnsw_threshold // 2:
-            self._hnsw = graph
+            self._use_graph(graph, live)
+
+    def _use_graph(self, graph: hnswlib.Index, live: set[int]) -> None:
+        self._hnsw, self._labels = graph, live
+        self._count, self._row = 0, {}
+        self._buffer = np.zeros((0, self.dim), np.float32)
+        self._id_buffer = np.zeros(0, np.int64)
 
     def build_hnsw_now(self) -> None:
         """Build and install the graph in the caller's thread (tests, tools)."""
         ids, matrix = self.graph_snapshot()
         self.install_graph(self.build_graph(ids, matrix), ids)
+
+    # -- stored with the vault ----------------------------------------------------------
+
+    def export_graph(self) -> bytes | None:
+        """The graph without its vectors (None: no graph): the owner keeps the
+        live ones; those of deleted elements (a shredded memory's, perhaps) are
+        not kept anywhere, and come back as zeros that searches pass by."""
+        if self._hnsw is None:
+            return None
+        state = dict(self._hnsw.__getstate__()[0])
+        labels, links = _split_rows(state)
+        arrays = {k: state.pop(k) for k in _GRAPH_ARRAYS}
+        del state["data_level0"]
+        header = json.dumps(state).encode()
+        return pack(header, labels, links, *(arrays[k] for k in _GRAPH_ARRAYS))
+
+    def restore_graph(self, data: bytes, ids: np.ndarray, matrix: np.ndarray) -> None:
+        """Search with the graph of ``export_graph`` and the vectors ``matrix``
+        (row i: the vector of ``ids[i]``): an element of the graph without a
+        vector there is deleted, a vector without an element is added.
+        ValueError if ``data`` is not such a graph."""
+        header, labels, links, *parts = unpack(data, 3 + len(_GRAPH_ARRAYS))
+        state = json.loads(bytes(header))
+        count, size = state["cur_element_count"], state["size_data_per_element"]
+        labels = labels.view(np.uint64).astype(np.int64)
+        offset, label_at = state["offset_data"], state["label_offset"]
+        if state["dim"] != self.dim or label_at - offset != 4 * self.dim or len(labels) != count:
+            raise ValueError("a graph of other vectors")
+        rows = np.zeros((count, size), np.uint8)
+        rows[:, :offset] = links.reshape(count, offset)
+        rows[:, label_at : label_at + 8] = labels.view(np.uint8).reshape(count, 8)
+        vectors = rows[:, offset:label_at].view(np.float32)
+        given = {int(i): row for row, i in enumerate(ids.tolist())}
+        where = np.array([given.get(int(i), -1) for i in labels], np.int64)
+        vectors[where >= 0] = matrix[where[where >= 0]]
+        state["data_level0"] = rows.reshape(-1).view(np.int8)
+        for key, part in zip(_GRAPH_ARRAYS, parts, strict=True):
+            state[key] = part.view(_GRAPH_ARRAYS[key])
+        graph = hnswlib.Index.__new__(hnswlib.Index)
+        graph.__setstate__((state,))
+        for label in labels[where < 0].tolist():
+            with contextlib.suppress(RuntimeError):  # already deleted
+                graph.mark_deleted(label)
+        self._changes = None
+        in_graph = set(labels[where >= 0].tolist())
+        self._use_graph(graph, in_graph)
+        missing = [row for i, row in given.items() if i not in in_graph]
+        if missing:
+            self.add(ids[missing].tolist(), matrix[missing])
+
+
+_GRAPH_ARRAYS = {
+    "label_lookup_external": np.uint64,
+    "label_lookup_internal": np.uint32,
+    "element_levels": np.int32,
+    "link_lists": np.int8,
+}
+
+
+def _split_rows(state: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The graph's level-0 rows without their vectors: (labels, links)."""
+    count, size = state["cur_element_count"], state["size_data_per_element"]
+    rows = state["data_level0"].view(np.uint8).reshape(count, size)
+    offset, label_at = state["offset_data"], state["label_offset"]
+    labels = np.ascontiguousarray(rows[:, label_at : label_at + 8]).view(np.uint64).reshape(-1)
+    return labels, np.ascontiguousarray(rows[:, :offset])
+
+
+def _vectors_of(graph: hnswlib.Index, ids: list[int]) -> np.ndarray:
+    return np.asarray(graph.get_items(list(ids)), np.float32)
 
 
 @dataclass

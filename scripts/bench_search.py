@@ -183,10 +183,15 @@ def mounted(vault_path: Path, work: Path, qs: list[str]) -> None:
         print(f"- store one memory through the mount until searchable: {ms(store)}")
         record = next((work / "run" / "memvault").glob("*.json")).read_text()
         pid = int(record.split('"pid": ')[1].split(",")[0])
-        rss = next(
-            x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("VmRSS")
+        status = dict(
+            line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
         )
-        print(f"- daemon memory: {rss.split(':')[1].strip()}")
+        mib = {k: int(status[k].split()[0]) / 1024 for k in ("VmRSS", "RssAnon", "RssFile")}
+        print(
+            f"- daemon memory: RSS {mib['VmRSS']:.0f} MiB = {mib['RssAnon']:.0f} MiB anonymous "
+            f"+ {mib['RssFile']:.0f} MiB file pages (libraries, the vault file mapped by LMDB: "
+            "page cache the kernel can reclaim)"
+        )
     finally:
         subprocess.run([*cli, "lock", str(mnt)], env=env, capture_output=True)
 

@@ -14,13 +14,20 @@ shredded one never again.
 
 Each record's chunk vectors are stored in the vault, sealed under that
 record's own key and bound to its body generation (Vault.put_derived), so
-an unlock embeds only what changed; the lexical index is rebuilt in memory
-from the decrypted bodies.
+an unlock embeds only what changed. At lock, the rest of the index (words,
+chunk places, the vector graph without its vectors) is stored in the vault
+too, sealed (Vault.put_search_index); the vault deletes it with the first
+change of the next session, so it never outlives a shredded memory. An
+unlock takes it with each record's vectors and indexes only the records it
+does not cover, instead of reading, chunking and tokenizing every memory
+and building the graph again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import logging
 import os
 import threading
@@ -30,8 +37,11 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .. import heap
 from ..errors import MemoryNotFound, ModelMismatch
+from ..index.chunking import CHUNKING_VERSION, chunk_text
 from ..index.hybrid import Hit, HybridIndex
+from ..index.packing import pack, unpack
 from ..index.vectors import HNSW_THRESHOLD, GraphBuild
 from ..vault import Vault
 from ..vault.records import FILE
@@ -50,6 +60,7 @@ BATCH_PATIENCE = 5.0
 INDEXED_SUFFIXES = (".md", ".markdown", ".txt")
 MAX_INDEXED_BYTES = 4 << 20
 QUERY_VECTORS = 64
+STORED_INDEX_FORMAT = 1
 
 
 def indexable(path: str, size: int) -> bool:
@@ -163,19 +174,83 @@ class SearchService:
         pinned = self.vault.pinned_model()
         self._loading = True
         try:
+            self._restore(pinned)
             self._load_all(pinned)
         finally:
             with self._lock:
                 self._loading = False
                 self._maybe_build_graph()
             self._wake.set()
+            heap.trim()
+            heap.drop_mapped(self.vault.path)
+
+    def _restore(self, pinned: str | None) -> None:
+        """Take the index stored at the last lock, with each record's vectors."""
+        data = self.vault.search_index() if pinned is not None else None
+        if data is None:
+            return
+
+        def vectors_of(record_id: bytes, version: int, chunks: int) -> np.ndarray | None:
+            meta = self.vault.by_record_id(record_id)
+            if meta is None or meta.orphan or meta.body_gen != version:
+                return None
+            stored = self.vault.get_derived(record_id)
+            return decode_vectors(stored, pinned) if stored else None
+
+        try:
+            header, body = unpack(data, 2)
+            made = json.loads(bytes(header))
+            if made != self._stored_header(pinned):
+                return  # another model, chunking or format: indexed anew
+            index, versions = HybridIndex.restore(
+                bytes(body), self._dim, vectors_of, hnsw_threshold=self._hnsw_threshold
+            )
+        except Exception as exc:  # a cache: the memories themselves rebuild it
+            log.warning(
+                "the stored search index is unusable (%s); rebuilding it", type(exc).__name__
+            )
+            return
+        with self._lock:
+            indexed_meanwhile = list(self._body_gen)  # by queries, while this loaded
+            self.index = index
+            self._body_gen = dict(versions)
+        now = time.monotonic()
+        with self._marks:
+            for record_id in indexed_meanwhile:
+                self._changed.setdefault(record_id, now)
+
+    @staticmethod
+    def _stored_header(pinned: str) -> dict:
+        return {"format": STORED_INDEX_FORMAT, "model": pinned, "chunking": CHUNKING_VERSION}
+
+    def _store_index(self) -> None:
+        """Leave the index in the vault for the next unlock, unless one is there."""
+        pinned = self.vault.pinned_model()
+        if self.vault.readonly or self.vault.search_index_stored or pinned is None:
+            return
+        with self._lock:
+            if self._loading:
+                return
+            data = pack(
+                json.dumps(self._stored_header(pinned)).encode(),
+                self.index.export(self._body_gen),
+            )
+        try:
+            self.vault.put_search_index(data)
+        except Exception as exc:  # only an unlock speed-up: the disk may be full
+            log.warning("search index not stored: %s", type(exc).__name__)
 
     def _load_all(self, pinned: str | None) -> None:
+        """Index every memory the restored index does not hold as it is now."""
+        covered = set(self._body_gen)
         for meta in self.vault.walk():
             if meta.type == FILE and indexable(meta.path, meta.size):
                 try:
-                    text = self.vault.get(meta.path).decode("utf-8", errors="replace")
                     record_id = self.vault.record_id(meta.path)
+                    covered.discard(record_id)
+                    if self._body_gen.get(record_id) == meta.body_gen:
+                        continue  # restored
+                    text = self.vault.get(meta.path).decode("utf-8", errors="replace")
                     stored = self.vault.get_derived(record_id)
                 except Exception as exc:  # a damaged memory is reported when read
                     log.warning("not indexed: %s", type(exc).__name__)
@@ -190,6 +265,10 @@ class SearchService:
                         continue  # already indexed from this very body
                     self.index.put(record_id, text, vectors)
                     self._body_gen[record_id] = meta.body_gen
+        now = time.monotonic()
+        with self._marks:  # restored, and gone or moved out of the index since
+            for record_id in covered:
+                self._changed.setdefault(record_id, now)
 
     def _maybe_build_graph(self) -> None:
         """Start building the HNSW graph in its own thread once it is due (lock held).
@@ -218,6 +297,7 @@ class SearchService:
             with self._lock:
                 job.install()  # or gives the build up if it failed
                 self._building_graph = False
+            heap.trim()  # the build's copy of the vectors
 
     def _on_change(self, kind: str, record_id: bytes, path: str, data: bytes | None) -> None:
         """A record changed (put, move, delete): noted, nothing more on the writer's thread."""
@@ -291,6 +371,7 @@ class SearchService:
         self._wake.set()
         for thread in self._threads:
             thread.join(timeout=30)
+        self._store_index()
 
     def catch_up(self) -> None:
         """Index every memory and embed it in the caller's thread (a one-shot search)."""
@@ -427,17 +508,22 @@ class SearchService:
             meta = self.vault.by_record_id(hit.record_id)
             if meta is None or meta.orphan:
                 continue
+            try:  # the words as they are now: never a rewritten or shredded text
+                text = self.vault.get_record(hit.record_id).decode("utf-8", errors="replace")
+            except MemoryNotFound:
+                continue
+            chunk = dataclasses.replace(hit.chunk, text=chunk_text(text, hit.chunk))
             results.append(
                 Result(
                     len(results) + 1,
                     round(hit.score, 4),
                     meta.path,
-                    hit.chunk.heading or hit.chunk.title,
-                    hit.chunk.start_line,
-                    hit.chunk.end_line,
-                    snippet(hit.chunk.text, query.text),
+                    chunk.heading or chunk.title,
+                    chunk.start_line,
+                    chunk.end_line,
+                    snippet(chunk.text, query.text),
                     None if hit.cosine is None else round(hit.cosine, 4),
-                    matched_words(hit.chunk.for_embedding(), query.text),
+                    matched_words(chunk.for_embedding(), query.text),
                     [[c.start_line, c.end_line] for c in hit.others],
                 )
             )

@@ -19,7 +19,7 @@ _HEADER = struct.Struct(">I")
 
 def encode_vectors(model_sha256: str, chunks, matrix: np.ndarray) -> bytes:
     """A record's chunk spans and float32 vectors."""
-    spans = [[c.start_line, c.end_line, len(c.text)] for c in chunks]
+    spans = [[c.start_line, c.end_line] for c in chunks]
     header = json.dumps(
         {"model": model_sha256, "chunking": CHUNKING_VERSION, "chunks": spans}
     ).encode()

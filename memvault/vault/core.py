@@ -75,6 +75,7 @@ from .schema import (
     RECORDS,
     ROOT_ID,
     ROOT_KEY,
+    SEARCH_INDEX_KEY,
     SLOTS,
     SNAPSHOT_KEY,
     STATE,
@@ -262,6 +263,7 @@ class Vault:
         self._writer.acc = loaded.acc
         self._writer.root = loaded.root
         self._writer.snapshot_stored = loaded.snapshot_stored
+        self._writer.search_index_stored = loaded.search_index_stored
         if loaded.compaction_owed:
             self._writer.compaction_owed = True  # an earlier session never compacted
             self._writer.pending_shreds = 1
@@ -316,7 +318,7 @@ class Vault:
             # deleted: a damaged key may be one LMDB cannot even look up.
             leave_out = {(db, rid) for rid in dropped for db in (RECORDS, KEYS, DERIVED)}
             leave_out |= {(RECORDS, sid) for sid, _, _ in refiled if sid not in refiled_ids}
-            leave_out.add((STATE, SNAPSHOT_KEY))
+            leave_out |= {(STATE, SNAPSHOT_KEY), (STATE, SEARCH_INDEX_KEY)}
             live_chunks = {
                 key
                 for entry in [*self._tree.by_id.values(), *(e for _, e, _ in refiled)]
@@ -342,7 +344,7 @@ class Vault:
             extra[(STATE, STATE_KEY)] = self._writer.sealed_state(acc)
             self._writer.rebuild(leave_out, extra)
             self._writer.acc = acc
-            self._writer.snapshot_stored = False
+            self._writer.snapshot_stored = self._writer.search_index_stored = False
             done = []
             for _, entry, _ in refiled:
                 self._tree.add(entry)
@@ -851,13 +853,48 @@ class Vault:
             with self._store.read() as txn:
                 keys = [bytes(k) for k, _ in txn.items(DERIVED)]
 
+            stored_index = self._writer.search_index_stored
+
             def txn_fn(txn) -> None:
                 for key in keys:
                     txn.delete(key, db=DERIVED)
+                if stored_index:
+                    txn.delete(SEARCH_INDEX_KEY, db=STATE)
 
-            if keys:
+            if keys or stored_index:
                 self._writer.write(txn_fn, owes_compaction=True)  # old vectors leave the file
+                self._writer.search_index_stored = False
                 self._writer.housekeeper.compaction_owed()
+
+    # -- the search index, stored at lock ----------------------------------------
+
+    @property
+    def search_index_stored(self) -> bool:
+        """A search index is stored, and no memory changed since (it is deleted
+        in the same transaction as the first change)."""
+        return self._writer.search_index_stored
+
+    def put_search_index(self, data: bytes) -> None:
+        """Store the search index of the vault as it is now, sealed (Kind.INDEX)."""
+        with self._lock:
+            self._check_writable()
+            sealed = self._sealer.seal(Kind.INDEX, data, SEARCH_INDEX_KEY)
+            self._writer.write(
+                lambda txn: txn.put(SEARCH_INDEX_KEY, sealed, db=STATE), bookkeeping=True
+            )
+            self._writer.search_index_stored = True
+
+    def search_index(self) -> bytes | None:
+        """The stored search index, or None (none stored, or damaged: rebuilt then)."""
+        with self._lock, self._store.read() as txn:
+            sealed = txn.get(SEARCH_INDEX_KEY, db=STATE)
+            if sealed is None:
+                return None
+            try:
+                return bytes(self._sealer.open(Kind.INDEX, bytes(sealed), SEARCH_INDEX_KEY))
+            except DecryptionError:
+                log.warning("the stored search index failed authentication; rebuilding it")
+                return None
 
     # -- the embedding model the vault's vectors belong to ----------------------
 

@@ -39,6 +39,7 @@ from .schema import (
     RECORDS,
     ROOT_ID,
     ROOT_KEY,
+    SEARCH_INDEX_KEY,
     SLOTS,
     SNAPSHOT_KEY,
     STATE,
@@ -145,6 +146,7 @@ class Loaded:
     root: Meta | None = None
     compaction_owed: bool = False
     snapshot_stored: bool = False
+    search_index_stored: bool = False
 
 
 class Loader:
@@ -204,6 +206,7 @@ class Loader:
             if txn.get(COMPACTION_OWED_KEY, db=STATE) is not None:
                 loaded.compaction_owed = True  # an earlier session never compacted
             known_paths: dict[bytes, str] = {}
+            loaded.search_index_stored = txn.get(SEARCH_INDEX_KEY, db=STATE) is not None
             sealed_snapshot = txn.get(SNAPSHOT_KEY, db=STATE)
             if sealed_snapshot is not None:
                 loaded.snapshot_stored = True

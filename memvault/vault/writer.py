@@ -46,6 +46,7 @@ from .schema import (
     RECORDS,
     ROOT_ID,
     ROOT_KEY,
+    SEARCH_INDEX_KEY,
     SNAPSHOT_KEY,
     STATE,
     STATE_KEY,
@@ -93,6 +94,7 @@ class Writer:
         self.acc = Accumulator(state_key)
         self.journal_boot = NO_BOOT  # written into every state while a journal is on
         self.snapshot_stored = False
+        self.search_index_stored = False
         self.pending_shreds = 0
         self.compaction_owed = False
         """Shredded or replaced bytes are still in the file (a compaction will remove them)."""
@@ -266,6 +268,7 @@ class Writer:
         for s in shreds:
             acc.remove(s.record_id, s.meta.gen)
         sealed_root = self.seal_root(self.root_meta()) if store_root else None
+        stale_index = self.search_index_stored and not times_only  # directory times: not indexed
 
         def txn_fn(txn) -> None:
             for w in writes:
@@ -280,6 +283,8 @@ class Writer:
                 txn.put(ROOT_KEY, sealed_root, db=STATE)
             if self.snapshot_stored:
                 txn.delete(SNAPSHOT_KEY, db=STATE)
+            if stale_index:  # it may hold a shredded or changed record's words
+                txn.delete(SEARCH_INDEX_KEY, db=STATE)
 
         try:
             self.write(txn_fn, acc, owes_compaction=owed)
@@ -291,6 +296,7 @@ class Writer:
             w.sealed_body = None
             w.chunk_puts = {}
         self.snapshot_stored = False
+        self.search_index_stored = self.search_index_stored and not stale_index
         self.acc = acc
         for s in shreds:
             self.tree.remove(s)

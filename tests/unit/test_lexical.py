@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from memvault.index.lexical import BM25, tokenize
 
 
@@ -82,3 +84,44 @@ def test_removed_documents_score_as_if_never_added_before_and_after_a_purge():
                 assert all(abs(a - b) < 1e-4 for (_, a), (_, b) in zip(got, want, strict=True))
     assert purged, "the dead postings were purged at least once"
     assert len(index) == len(alive)
+
+
+def test_a_stored_index_scores_as_the_one_it_was_made_from_without_removed_words():
+    import random
+
+    rng = random.Random(3)
+    words = [f"term{i}" for i in range(60)]
+    index = BM25()
+    for doc_id in range(1, 300):
+        index.add(doc_id, " ".join(rng.choices(words, k=rng.randint(1, 40))))
+    index.add(300, "a zanzibarquokka sighting")  # the only document with this word
+    for doc_id in rng.sample(range(1, 300), 120):
+        index.remove(doc_id)
+    index.remove(300)
+    data = index.to_bytes()
+    assert b"zanzibarquokka" not in data, "a removed document's words are not stored"
+    loaded = BM25.from_bytes(data)
+    assert len(loaded) == len(index)
+    for query in ("term1 term2", "term7", "term3 term30 term59", "zanzibarquokka"):
+        got, want = loaded.search(query, k=500), index.search(query, k=500)
+        assert [d for d, _ in got] == [d for d, _ in want]
+        assert all(abs(a - b) < 1e-4 for (_, a), (_, b) in zip(got, want, strict=True))
+    loaded.add(301, "term1 fresh words after loading")
+    loaded.remove(5)
+    assert loaded.search("fresh")[0][0] == 301
+
+
+def test_a_damaged_stored_index_is_refused():
+    index = BM25()
+    index.add(1, "some words here")
+    data = index.to_bytes()
+    for bad in (data[:-3], data + b"x", b"", data[:8] + b"\xff" * (len(data) - 8)):
+        with pytest.raises(ValueError):
+            BM25.from_bytes(bad)
+
+
+def test_frequent_terms_of_documents_leave_out_the_query_words():
+    index = BM25()
+    index.add(1, "camping trip to the lake, camping again, lake lake")
+    index.add(2, "lake house near the forest")
+    assert index.frequent_terms([1, 2], 2, leave_out={"camp"}) == ["lake", "trip"]

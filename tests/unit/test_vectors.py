@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from memvault.index.vectors import VectorIndex
 
@@ -90,3 +91,46 @@ def test_a_planned_graph_build_is_installed_or_given_up():
     job.build()
     job.install()
     assert index.uses_hnsw and index.search(v[39], k=1)[0][0] == 39
+
+
+def test_a_graph_exported_without_its_vectors_is_restored_whole():
+    """The exported graph carries no live vector (the owner stores those); put
+    back together with them it answers exactly as the graph it came from."""
+    v = random_unit(1500, 16, 4)
+    index = VectorIndex(16, hnsw_threshold=1000)
+    index.add(list(range(1200)), v[:1200])
+    index.build_hnsw_now()
+    index.remove(list(range(0, 1200, 7)))  # deleted elements stay in the graph
+    index.add(list(range(1200, 1500)), v[1200:])  # some take deleted places
+    exported = index.export_graph()
+    live = sorted(i for i in range(1500) if i in index)
+    assert v[live[10]].tobytes() not in exported
+    restored = VectorIndex(16, hnsw_threshold=1000)
+    shuffled = np.random.default_rng(1).permutation(live)
+    restored.restore_graph(exported, shuffled, v[shuffled])
+    assert restored.uses_hnsw and len(restored) == len(index)
+    for q in random_unit(20, 16, 5):
+        assert restored.search(q, 10) == index.search(q, 10)
+    assert np.array_equal(restored.get(live[:5]), v[live[:5]])
+    restored.add([5000], v[:1])
+    restored.remove(live[:3])
+    assert restored.search(v[0], 1)[0][0] in (0, 5000)
+
+
+def test_a_graph_restored_with_other_vectors_follows_the_vectors():
+    """An element without a vector is deleted, a vector without an element added;
+    what is not an exported graph is refused."""
+    v = random_unit(1300, 16, 6)
+    index = VectorIndex(16, hnsw_threshold=1000)
+    index.add(list(range(1200)), v[:1200])
+    index.build_hnsw_now()
+    exported = index.export_graph()
+    ids = np.array([*range(100, 1200), 1250])  # 0-99 lost, 1250 new
+    restored = VectorIndex(16, hnsw_threshold=1000)
+    restored.restore_graph(exported, ids, v[ids])
+    assert len(restored) == len(ids) and 5 not in restored and 1250 in restored
+    assert restored.search(v[1250], 1)[0][0] == 1250
+    assert restored.search(v[5], 1)[0][0] != 5
+    for bad in (exported[:-5], exported + b"x", b""):
+        with pytest.raises(ValueError):
+            VectorIndex(16, hnsw_threshold=1000).restore_graph(bad, ids, v[ids])
