@@ -187,13 +187,14 @@ class HybridIndex:
         nearest = []
         if vector is not None and len(self.vectors):
             nearest = self._nearest(vector, fetch, scope)
-        fused = self._fuse(words, vector, nearest, fetch, alpha)
+        cosines = dict(nearest)  # every candidate's, computed once per query
+        fused = self._fuse(words, vector, nearest, cosines, fetch, alpha)
         if feedback and fused and words is not None:
             best = [cid for _, cid, _ in fused[:FEEDBACK_CHUNKS]]
             terms = self.lexical.frequent_terms(best, FEEDBACK_TERMS, set(tokenize(query)))
             more = self._within(self.lexical.term_scores(terms), scope)
             if more is not None:
-                fused = self._fuse(words + feedback * more, vector, nearest, fetch, alpha)
+                fused = self._fuse(words + feedback * more, vector, nearest, cosines, fetch, alpha)
                 # What only the feedback found (no query word, nothing close in
                 # meaning) is not evidence enough to be shown.
                 fused = [f for f in fused if self._evident(f, words)]
@@ -220,10 +221,12 @@ class HybridIndex:
         lexical: np.ndarray | None,
         vector: np.ndarray | None,
         nearest: list[tuple[int, float]],
+        cosines: dict[int, float],
         fetch: int,
         alpha: float,
     ) -> list[tuple[float, int, float | None]]:
-        """(fused score, chunk id, cosine) of the candidates, best first."""
+        """(fused score, chunk id, cosine) of the candidates, best first. ``cosines``
+        holds those known, and takes those computed here."""
         candidates: dict[int, list[float | None]] = {}  # chunk id -> [bm25, cosine]
         if lexical is not None:
             found = np.flatnonzero(lexical > 0)
@@ -238,9 +241,10 @@ class HybridIndex:
                 elif cosine >= MIN_COSINE:
                     known = lexical is not None and cid < len(lexical)
                     candidates[cid] = [float(lexical[cid]) if known else 0.0, cosine]
-            missing = [cid for cid, (_, cos) in candidates.items() if cos is None]
-            for cid, cosine in self.vectors.search_among(missing, vector, len(missing)):
-                candidates[cid][1] = cosine  # found by words only: its cosine too
+            missing = [cid for cid, (_, cos) in candidates.items() if cid not in cosines]
+            cosines.update(self.vectors.search_among(missing, vector, len(missing)))
+            for cid, scores in candidates.items():
+                scores[1] = cosines.get(cid)  # found by words only: its cosine too
         rows = [
             (cid, bm25, cosine) for cid, (bm25, cosine) in candidates.items() if cid in self._chunks
         ]

@@ -11,7 +11,7 @@ import itertools
 import math
 import re
 from array import array
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Collection, Iterable
 
 import numpy as np
@@ -55,6 +55,11 @@ def tokenize(text: str) -> list[str]:
     both the exact token and a word of it find it."""
     tokens = []
     for whole in _WORD.findall(text):
+        if whole.isalpha() and (whole.islower() or whole.istitle()):  # most of prose
+            lower = whole.lower()
+            if len(lower) > 1 and lower not in STOPWORDS:
+                tokens.append(_stem(lower))
+            continue
         pieces = _PLAIN.findall(whole)
         if len(pieces) > 1:
             tokens.append(whole.lower())  # "file.py", "de-stress" as themselves
@@ -89,6 +94,11 @@ class BM25:
 
     PURGE_MIN = 50_000
     """Dead postings tolerated whatever their share (a purge walks every term)."""
+    DENSE_MIN = 4096
+    """A term in this many documents is scored from a dense row of its weights,
+    kept until the index changes: adding a row costs 1/40 of scattering the
+    postings (a feedback pass meets terms in most documents)."""
+    DENSE_BYTES = 16 << 20
 
     def __init__(self, k1: float = 1.2, b: float = 0.3) -> None:
         """``b`` 0.3, not the textbook 0.75: memories run from one line to many
@@ -107,6 +117,7 @@ class BM25:
         self._postings_count = 0
         self._dead_postings = 0
         self._dead_ids: set[int] = set()  # removed, with postings still in the lists
+        self._dense: OrderedDict[int, np.ndarray] = OrderedDict()  # term id -> row
 
     def __len__(self) -> int:
         return len(self._docs)
@@ -126,6 +137,7 @@ class BM25:
         if doc_id in self._dead_ids:  # its old postings must not count for the new text
             self._purge()
         counts = Counter(tokenize(text))
+        self._dense.clear()  # weights depend on every length
         terms = array("i", (self._term_id(term) for term in counts))
         for term_id, tf in zip(terms, counts.values(), strict=True):
             postings = self._postings.get(term_id)
@@ -140,7 +152,8 @@ class BM25:
 
     def _mark_alive(self, doc_id: int, length: int) -> None:
         if doc_id >= len(self._length_array):
-            size = max(2 * len(self._length_array), doc_id + 1)
+            # Every query passes over these arrays: grown by a quarter, not doubled.
+            size = max(len(self._length_array) * 5 // 4, doc_id + 1)
             lengths = np.zeros(size, np.float32)
             lengths[: len(self._length_array)] = self._length_array
             alive = np.zeros(size, bool)
@@ -154,6 +167,7 @@ class BM25:
         entry = self._docs.pop(doc_id, None)
         if entry is None:
             return
+        self._dense.clear()
         self._total -= int(self._length_array[doc_id])
         self._length_array[doc_id] = 0
         self._alive[doc_id] = False
@@ -208,19 +222,38 @@ class BM25:
             return None
         average = self._total / n
         scores = np.zeros(len(self._length_array), np.float32)
+        norms = None  # the length normalisation of every document, once per call
         for term in terms:
             term_id = self._term_ids.get(term)
             if term_id is None or not self._df[term_id]:
                 continue
             df = int(self._df[term_id])
-            ids_buffer, tfs_buffer = self._postings[term_id]
-            ids = np.frombuffer(ids_buffer, np.int32)  # views: nothing is copied
-            tfs = np.frombuffer(tfs_buffer, np.float32)
             idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-            norm = tfs + self.k1 * (1 - self.b + self.b * self._length_array[ids] / average)
-            scores[ids] += idf * tfs * (self.k1 + 1) / norm
+            row = self._dense.get(term_id)
+            if row is None:
+                ids_buffer, tfs_buffer = self._postings[term_id]
+                ids = np.frombuffer(ids_buffer, np.int32)  # views: nothing is copied
+                tfs = np.frombuffer(tfs_buffer, np.float32)
+                if norms is None:
+                    norms = self.k1 * (1 - self.b + (self.b / average) * self._length_array)
+                weights = (self.k1 + 1) * tfs / (tfs + norms[ids])
+                if len(ids) < self.DENSE_MIN:
+                    scores[ids] += idf * weights
+                    continue
+                row = self._dense_row(term_id, ids, weights)
+            scores += idf * row
         scores *= self._alive  # dead postings score nothing
         return scores
+
+    def _dense_row(self, term_id: int, ids: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """A common term's weights for every document, kept (the least recently
+        made go first) until the index changes."""
+        row = np.zeros(len(self._length_array), np.float32)
+        row[ids] = weights
+        self._dense[term_id] = row
+        while len(self._dense) * row.nbytes > self.DENSE_BYTES:
+            self._dense.popitem(last=False)
+        return row
 
     def frequent_terms(self, doc_ids: Iterable[int], n: int, leave_out: set[str]) -> list[str]:
         """The ``n`` terms most frequent in ``doc_ids`` together, ``leave_out``

@@ -34,22 +34,31 @@ class Result:
 
 def matched_words(text: str, query: str) -> list[str]:
     """The query's terms found in ``text``, in the query's order."""
-    present = set(tokenize(text))
-    return [term for term in dict.fromkeys(tokenize(query)) if term in present]
+    return describe(text, query)[1]
 
 
 def snippet(text: str, query: str, width: int = 240) -> str:
-    """The sentences of a chunk that hold the most query words, on one line.
+    return describe(text, query, width=width)[0]
 
-    The best sentence (most distinct query terms, the earliest on a tie) is
+
+def describe(text: str, query: str, heading: str = "", width: int = 240) -> tuple[str, list[str]]:
+    """A chunk's snippet, and the query's terms it holds (its heading's too), in
+    the query's order; each sentence tokenized once for both.
+
+    The snippet is the sentences that hold the most query words, on one line:
+    the best sentence (most distinct query terms, the earliest on a tie) is
     the start; the sentences after it fill the width. Without any query word
     in it (found by meaning alone), the chunk's beginning."""
+    asked = list(dict.fromkeys(tokenize(query)))
     sentences = [s.strip() for s in _SENTENCE.split(text) if s.strip()]
+    held = [set(tokenize(s)) for s in sentences]
+    present = set(tokenize(heading)).union(*held)
+    words = [term for term in asked if term in present]
     if not sentences:
-        return ""
-    terms = set(tokenize(query))
-    counts = [len(terms & set(tokenize(s))) for s in sentences]
+        return "", words
+    terms = set(asked)
+    counts = [len(terms & h) for h in held]
     best = max(range(len(sentences)), key=lambda i: (counts[i], -i)) if terms else 0
     picked = " ".join(" ".join(s.split()) for s in sentences[best:])
     cut = picked[:width]
-    return ("…" if best else "") + cut + ("…" if len(picked) > width else "")
+    return ("…" if best else "") + cut + ("…" if len(picked) > width else ""), words

@@ -26,7 +26,6 @@ and building the graph again.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import logging
 import os
@@ -46,7 +45,7 @@ from ..index.vectors import HNSW_THRESHOLD, GraphBuild
 from ..vault import Vault
 from ..vault.records import FILE
 from .query import Query
-from .result import Result, matched_words, snippet
+from .result import Result, describe
 from .stored import decode_vectors, encode_vectors
 
 log = logging.getLogger("memvault.search")
@@ -512,7 +511,8 @@ class SearchService:
                 text = self.vault.get_record(hit.record_id).decode("utf-8", errors="replace")
             except MemoryNotFound:
                 continue
-            chunk = dataclasses.replace(hit.chunk, text=chunk_text(text, hit.chunk))
+            chunk = hit.chunk
+            shown, words = describe(chunk_text(text, chunk), query.text, chunk.heading)
             results.append(
                 Result(
                     len(results) + 1,
@@ -521,9 +521,9 @@ class SearchService:
                     chunk.heading or chunk.title,
                     chunk.start_line,
                     chunk.end_line,
-                    snippet(chunk.text, query.text),
+                    shown,
                     None if hit.cosine is None else round(hit.cosine, 4),
-                    matched_words(chunk.for_embedding(), query.text),
+                    words,
                     [[c.start_line, c.end_line] for c in hit.others],
                 )
             )

@@ -65,6 +65,7 @@ def test_removed_documents_score_as_if_never_added_before_and_after_a_purge():
     docs = {i: " ".join(rng.choices(words, k=rng.randint(3, 30))) for i in range(1, 400)}
     index = BM25()
     index.PURGE_MIN = 200  # purge several times along the way
+    index.DENSE_MIN = 3  # common terms scored from rows kept between queries
     for doc_id, text in docs.items():
         index.add(doc_id, text)
     alive = dict(docs)
