@@ -42,6 +42,10 @@ class Embedder:
         # Idle pool threads must not spin: on 2 cores they would steal the CPU
         # that the filesystem and Python need between two embeddings.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        # The arena keeps the largest batch's activations for the process's
+        # life: 400 MB after one batch of 16 long chunks; without it, 50 MB
+        # and 5% slower.
+        options.enable_cpu_mem_arena = False
         options.log_severity_level = 3
         self._session = ort.InferenceSession(
             str(self.model_path), options, providers=["CPUExecutionProvider"]
