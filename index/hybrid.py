@@ -40,7 +40,8 @@ STRONG_COSINE = 0.4
 """Cosines are scaled against the best candidate's, but never against less than
 this: when nothing is close in meaning, the least far is not worth full
 marks (a best cosine of 0.22 would otherwise outweigh three query words)."""
-BATCH_WINDOW = 16
+LENGTH_STEP = 64
+"""Chunks still to embed are kept by length in steps of this many characters."""
 FETCH = 100
 SCOPE_EXACT_MAX = 20_000
 """A search limited to at most this many chunks compares the query with each of them."""
@@ -79,6 +80,7 @@ class HybridIndex:
         self._chunks: dict[int, tuple[bytes, Chunk]] = {}
         self._by_record: dict[bytes, list[int]] = {}
         self.pending: dict[int, str] = {}  # chunk id -> text still to embed
+        self._pending_by_length: dict[int, dict[int, None]] = {}  # step -> chunk ids
         self._ids = itertools.count(1)
 
     def __len__(self) -> int:
@@ -100,7 +102,7 @@ class HybridIndex:
             self._chunks[chunk_id] = (record_id, dataclasses.replace(chunk, text=""))
             self.lexical.add(chunk_id, chunk.for_embedding())
             if vectors is None:
-                self.pending[chunk_id] = chunk.for_embedding()
+                self._add_pending(chunk_id, chunk.for_embedding())
             ids.append(chunk_id)
         if vectors is not None and ids:
             self.vectors.add(ids, vectors)
@@ -126,23 +128,37 @@ class HybridIndex:
         for chunk_id in ids:
             del self._chunks[chunk_id]
             self.lexical.remove(chunk_id)
-            self.pending.pop(chunk_id, None)
+            self._drop_pending(chunk_id)
         self.vectors.remove(ids)
+
+    def _add_pending(self, chunk_id: int, text: str) -> None:
+        self.pending[chunk_id] = text
+        self._pending_by_length.setdefault(len(text) // LENGTH_STEP, {})[chunk_id] = None
+
+    def _drop_pending(self, chunk_id: int) -> None:
+        text = self.pending.pop(chunk_id, None)
+        if text is not None:
+            step = len(text) // LENGTH_STEP
+            ids = self._pending_by_length[step]
+            del ids[chunk_id]
+            if not ids:
+                del self._pending_by_length[step]
 
     def pending_batch(
         self, size: int, *, skip: Callable[[int], bool] | None = None
     ) -> dict[int, str]:
-        """Up to ``size`` chunks still to embed (chunk id -> text): the shortest of
-        the oldest BATCH_WINDOW batches' worth, shortest first, ``skip`` left out.
-        Texts of like length pad little: embedding runs 1.7 times faster."""
-        found = []
-        for chunk_id, text in self.pending.items():
-            if skip is None or not skip(chunk_id):
-                found.append((chunk_id, text))
-                if len(found) == size * BATCH_WINDOW:
-                    break
-        found.sort(key=lambda item: len(item[1]))
-        return dict(found[:size])
+        """Up to ``size`` chunks still to embed (chunk id -> text), the shortest
+        first, ``skip`` left out. Texts of like length pad little: taking the
+        shortest of the oldest few hundred instead padded a first indexing of
+        5,700 chunks to 2.2 times its tokens, and embedded at half the speed."""
+        found: dict[int, str] = {}
+        for step in sorted(self._pending_by_length):
+            for chunk_id in self._pending_by_length[step]:
+                if skip is None or not skip(chunk_id):
+                    found[chunk_id] = self.pending[chunk_id]
+                    if len(found) == size:
+                        return found
+        return found
 
     def add_vectors(self, batch: dict[int, str], vectors: np.ndarray) -> None:
         """Store vectors computed for ``batch``, skipping chunks changed meanwhile."""
@@ -151,7 +167,7 @@ class HybridIndex:
             if self.pending.get(chunk_id) == text:
                 ids.append(chunk_id)
                 rows.append(row)
-                del self.pending[chunk_id]
+                self._drop_pending(chunk_id)
         self.vectors.add(ids, vectors[rows])
 
     def plan_graph(self) -> GraphBuild | None:

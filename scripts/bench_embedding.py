@@ -29,16 +29,16 @@ from memvault.search import SearchService  # noqa: E402
 from memvault.vault import Vault  # noqa: E402
 
 FAST_KDF = KdfParams(time_cost=1, memory_kib=8 * 1024, parallelism=1)
-WAYS = [  # (label, quantized, batch window)
-    ("float, oldest first", False, 1),
-    ("float, like lengths", False, hybrid.BATCH_WINDOW),
-    ("int8, oldest first", True, 1),
-    ("int8, like lengths", True, hybrid.BATCH_WINDOW),
+WAYS = [  # (label, quantized, length step: one step for all is oldest first)
+    ("float, oldest first", False, 1 << 30),
+    ("float, like lengths", False, hybrid.LENGTH_STEP),
+    ("int8, oldest first", True, 1 << 30),
+    ("int8, like lengths", True, hybrid.LENGTH_STEP),
 ]
 
 
-def measure(memories: dict[str, bytes], quantized: bool, window: int, threads: int) -> tuple:
-    hybrid.BATCH_WINDOW = window
+def measure(memories: dict[str, bytes], quantized: bool, step: int, threads: int) -> tuple:
+    hybrid.LENGTH_STEP = step
     model = Embedder(threads=threads, quantized=quantized)
     with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
         path = Path(tmp) / "memory.vault"
@@ -66,8 +66,8 @@ def main() -> None:
     print("| model, batches | chunks | seconds | chunks/s | x |")
     print("|---|---|---|---|---|")
     first = None
-    for label, quantized, window in WAYS:
-        chunks, seconds = measure(memories, quantized, window, args.threads)
+    for label, quantized, step in WAYS:
+        chunks, seconds = measure(memories, quantized, step, args.threads)
         rate = chunks / seconds
         first = first or rate
         print(f"| {label} | {chunks:,} | {seconds:.1f} | {rate:.1f} | {rate / first:.2f}x |")

@@ -463,11 +463,10 @@ class SearchService:
     def _store_vectors(self, done: list[tuple[bytes, int, bytes]]) -> None:
         if self.vault.readonly:
             return
-        for record_id, gen, blob in done:
-            try:
-                self.vault.put_derived(record_id, gen, blob)
-            except Exception as exc:  # the vault may be closing, or the disk full
-                log.warning("vectors not stored: %s", type(exc).__name__)
+        try:
+            self.vault.put_derived_many(done)  # one write for the batch's records
+        except Exception as exc:  # the vault may be closing, or the disk full
+            log.warning("vectors not stored: %s", type(exc).__name__)
 
     def state(self) -> str:
         """What the index is doing, for `memvault status`."""

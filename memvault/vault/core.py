@@ -820,14 +820,25 @@ class Vault:
         it is shredded with the record and never outlives the content it
         describes.
         """
+        return bool(self.put_derived_many([(record_id, body_gen, blob)]))
+
+    def put_derived_many(self, items: Iterable[tuple[bytes, int, bytes]]) -> int:
+        """``put_derived`` for several records in one write; how many were stored."""
         with self._lock:
             self._check_writable()
-            entry = self._tree.by_id.get(record_id)
-            if entry is None or entry.meta.body_gen != body_gen:
-                return False
-            sealed = self._sealer.seal_derived(entry, blob)
-            self._writer.write(lambda txn: txn.put(record_id, sealed, db=DERIVED), bookkeeping=True)
-            return True
+            sealed = []
+            for record_id, body_gen, blob in items:
+                entry = self._tree.by_id.get(record_id)
+                if entry is not None and entry.meta.body_gen == body_gen:
+                    sealed.append((record_id, self._sealer.seal_derived(entry, blob)))
+
+            def txn_fn(txn) -> None:
+                for record_id, value in sealed:
+                    txn.put(record_id, value, db=DERIVED)
+
+            if sealed:
+                self._writer.write(txn_fn, bookkeeping=True)
+            return len(sealed)
 
     def get_derived(self, record_id: bytes) -> bytes | None:
         """The derived data stored for a record's current body, or None."""

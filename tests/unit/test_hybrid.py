@@ -141,3 +141,14 @@ def test_a_weak_best_cosine_does_not_outweigh_the_query_words(embedder):
     hits = idx.search(query, embedder.embed_one(query), 3)
     assert [h.record_id for h in hits][:2] == [b"fresh", b"oncall"]
     assert hits[0].cosine is None and hits[1].cosine < 0.4
+
+
+def test_chunks_are_embedded_shortest_first_in_batches_of_like_lengths():
+    idx = HybridIndex(8)
+    lengths = [1400, 30, 700, 90, 1300, 40, 600, 100]
+    for n, length in enumerate(lengths):
+        idx.put(f"r{n}".encode(), "w" * length)
+    first = idx.pending_batch(4)
+    assert sorted(len(t) for t in first.values()) == [30, 40, 90, 100]
+    skipped = idx.pending_batch(2, skip=lambda cid: len(idx.pending[cid]) < 100)
+    assert [len(t) for t in skipped.values()] == [100, 600]
