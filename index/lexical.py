@@ -339,6 +339,7 @@ def _layout(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     where each document ends."""
     spans = sizes.astype(np.int64) * 2
     ends = np.cumsum(spans)
-    owner = np.repeat(np.arange(len(sizes)), spans)
-    is_term = np.arange(int(spans.sum())) - (ends - spans)[owner] < sizes[owner]
+    owner = np.repeat(np.arange(len(sizes), dtype=np.int32), spans)
+    halves = np.repeat(sizes.astype(np.int64), 2)  # each document: terms, then counts
+    is_term = np.repeat(np.tile(np.array([True, False]), len(sizes)), halves)
     return owner, is_term, ends
