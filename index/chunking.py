@@ -23,7 +23,7 @@ _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Chunk:
     heading: str  # "Title > Section > Subsection", "" before the first heading
     start_line: int  # 1-based, inclusive

@@ -42,7 +42,7 @@ this: when nothing is close in meaning, the least far is not worth full
 marks (a best cosine of 0.22 would otherwise outweigh three query words)."""
 LENGTH_STEP = 64
 """Chunks still to embed are kept by length in steps of this many characters."""
-FETCH = 100
+FETCH = 50
 SCOPE_EXACT_MAX = 20_000
 """A search limited to at most this many chunks compares the query with each of them."""
 ALPHA = 0.6
@@ -359,6 +359,11 @@ class HybridIndex:
         ends = np.cumsum(counts).tolist()
         kept: dict[bytes, int] = {}
         with_vectors: list[int] = []
+        shared: dict[str, str] = {}  # headings repeat: one string each
+
+        def strings(text: str) -> str:
+            return shared.setdefault(text, text)
+
         matrix = np.empty((len(chunk_ids), dim), np.float32)  # filled in place: no copies
         for rid, version, end, count in zip(
             record_ids, versions.tolist(), ends, counts.tolist(), strict=True
@@ -367,7 +372,8 @@ class HybridIndex:
             for i, (start, stop), (heading, title) in zip(
                 ids, lines[end - count : end].tolist(), places[end - count : end], strict=True
             ):
-                index._chunks[i] = (rid, Chunk(heading, start, stop, "", title))
+                place = Chunk(strings(heading), start, stop, "", strings(title))
+                index._chunks[i] = (rid, place)
             index._by_record[rid] = ids
             vectors = vectors_of(rid, version, count)
             if vectors is not None and vectors.shape == (count, dim):

@@ -98,7 +98,7 @@ class BM25:
     """A term in this many documents is scored from a dense row of its weights,
     kept until the index changes: adding a row costs 1/40 of scattering the
     postings (a feedback pass meets terms in most documents)."""
-    DENSE_BYTES = 16 << 20
+    DENSE_BYTES = 8 << 20
 
     def __init__(self, k1: float = 1.2, b: float = 0.3) -> None:
         """``b`` 0.3, not the textbook 0.75: memories run from one line to many
