@@ -23,7 +23,6 @@ vectors, which the owner keeps per record.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
@@ -81,7 +80,7 @@ class HybridIndex:
         self._by_record: dict[bytes, list[int]] = {}
         self.pending: dict[int, str] = {}  # chunk id -> text still to embed
         self._pending_by_length: dict[int, dict[int, None]] = {}  # step -> chunk ids
-        self._ids = itertools.count(1)
+        self._next_id = 1  # chunk ids are never reused: the graph may still hold old ones
 
     def __len__(self) -> int:
         return len(self._chunks)
@@ -98,7 +97,8 @@ class HybridIndex:
             vectors = None
         ids = []
         for chunk in chunks:
-            chunk_id = next(self._ids)
+            chunk_id = self._next_id
+            self._next_id += 1
             self._chunks[chunk_id] = (record_id, dataclasses.replace(chunk, text=""))
             self.lexical.add(chunk_id, chunk.for_embedding())
             if vectors is None:
@@ -320,6 +320,7 @@ class HybridIndex:
         places = [self._chunks[i][1] for i in chunk_ids]
         strings = json.dumps([[c.heading, c.title] for c in places]).encode()
         return pack(
+            json.dumps({"next_id": self._next_id}).encode(),
             b"".join(records),
             np.array([versions[rid] for rid in records], np.int64),
             np.array([len(self._by_record[rid]) for rid in records], np.int32),
@@ -344,7 +345,10 @@ class HybridIndex:
         ``vectors_of(record_id, version, chunks)`` gives a record's stored
         vectors, or None: a record without them is left out (the owner
         indexes it again). ValueError if ``data`` is not an export."""
-        records, versions, counts, chunk_ids, lines, strings, lexical, graph = unpack(data, 8)
+        header, records, versions, counts, chunk_ids, lines, strings, lexical, graph = unpack(
+            data, 9
+        )
+        next_id = int(json.loads(bytes(header))["next_id"])
         versions, counts = versions.view(np.int64), counts.view(np.int32)
         chunk_ids, lines = chunk_ids.view(np.int64), lines.view(np.int32).reshape(-1, 2)
         places = json.loads(bytes(strings))
@@ -390,5 +394,5 @@ class HybridIndex:
             index.vectors.add(ids.tolist(), matrix)
         for rid in set(record_ids) - kept.keys():
             index.remove(rid)
-        index._ids = itertools.count(int(chunk_ids.max()) + 1 if len(chunk_ids) else 1)
+        index._next_id = max(next_id, int(chunk_ids.max()) + 1 if len(chunk_ids) else 1)
         return index, kept

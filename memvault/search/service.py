@@ -59,7 +59,7 @@ BATCH_PATIENCE = 5.0
 INDEXED_SUFFIXES = (".md", ".markdown", ".txt")
 MAX_INDEXED_BYTES = 4 << 20
 QUERY_VECTORS = 64
-STORED_INDEX_FORMAT = 1
+STORED_INDEX_FORMAT = 2
 
 
 def indexable(path: str, size: int) -> bool:
@@ -413,6 +413,9 @@ class SearchService:
                 return
             try:
                 self._absorb(batch, vectors)
+            except Exception as exc:  # a bug: say so rather than die unseen
+                log.error("embedded vectors not indexed: %s: %s", type(exc).__name__, exc)
+                return
             finally:
                 with self._lock:
                     self._release(batch)

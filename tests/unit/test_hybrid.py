@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from memvault.index.embedder import DIMENSIONS, Embedder
@@ -152,3 +153,42 @@ def test_chunks_are_embedded_shortest_first_in_batches_of_like_lengths():
     assert sorted(len(t) for t in first.values()) == [30, 40, 90, 100]
     skipped = idx.pending_batch(2, skip=lambda cid: len(idx.pending[cid]) < 100)
     assert [len(t) for t in skipped.values()] == [100, 600]
+
+
+def test_a_restored_index_never_gives_a_new_chunk_an_id_its_graph_still_holds():
+    """A record half embedded at export is left out of it; its chunks' ids stay
+    in the graph (deleted at restore), so new chunks must take ids past them
+    (hnswlib loses a live label that an old deleted element shares)."""
+    rng = np.random.default_rng(2)
+
+    def vectors(n: int) -> np.ndarray:
+        v = rng.standard_normal((n, 8)).astype(np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    idx = HybridIndex(8, hnsw_threshold=4)
+    for n in range(6):
+        idx.put(rid(f"done{n}"), f"# Note {n}\nwords of note {n}")
+    idx.add_vectors(dict(idx.pending), vectors(len(idx.pending)))
+    idx.put(rid("half"), "# A\nfirst part\n\n# B\nsecond part")
+    first = dict(list(idx.pending.items())[:1])
+    idx.add_vectors(first, vectors(1))
+    idx.vectors.build_hnsw_now()
+    stored = {r: idx.record_vectors(r)[1] for r in idx._by_record if r != rid("half")}
+    data = idx.export(dict.fromkeys(idx._by_record, 1))
+
+    restored, kept = HybridIndex.restore(data, 8, lambda r, v, n: stored.get(r), hnsw_threshold=4)
+    assert restored.vectors.uses_hnsw and rid("half") not in kept
+    restored.remove(rid("done0"))  # more deleted places in the graph, taken by new chunks
+    restored.remove(rid("done1"))
+    for n in range(4):
+        restored.put(rid(f"new{n}"), f"new note {n}")
+        restored.add_vectors(dict(restored.pending), vectors(len(restored.pending)))
+    restored.put(rid("half"), "# A\nfirst part\n\n# B\nsecond part")
+    restored.add_vectors(dict(restored.pending), vectors(len(restored.pending)))
+    for name in ["half", "new0", "new1", "new2", "new3", "done5"]:
+        assert restored.record_vectors(rid(name)) is not None, name
+
+
+def rid(name: str) -> bytes:
+    """A record id of the vault's size."""
+    return name.encode().ljust(16, b".")
