@@ -84,8 +84,8 @@ def bench(n: int, work: Path, threads: int, existing: Path | None = None) -> Non
             )
         else:
             print(
-                f"- index of {chunks:,} chunks loaded from the vault (stored vectors, "
-                f"BM25 rebuilt, vector graph built) in {took:.1f} s"
+                f"- index of {chunks:,} chunks loaded from the vault (the index stored "
+                f"at lock with the stored vectors, else rebuilt) in {took:.1f} s"
             )
         print(f"- vector index: {'HNSW' if service.index.vectors.uses_hnsw else 'exact'}")
         qs = queries(200)

@@ -105,6 +105,7 @@ class SearchService:
         self._in_flight = 0  # batches being embedded or stored
         self._loading = False  # index_all is running: build no HNSW graph yet
         self._building_graph = False
+        self._replace_stored = False  # the stored index was not usable: store anew at lock
         self._lock = threading.Lock()  # the index, claims, batches
         # Only these two guard the change marks: a writer never waits for a
         # worker (at idle priority) that holds the index lock.
@@ -188,6 +189,7 @@ class SearchService:
         data = self.vault.search_index() if pinned is not None else None
         if data is None:
             return
+        self._replace_stored = True  # until it proves usable
 
         def vectors_of(record_id: bytes, version: int, chunks: int) -> np.ndarray | None:
             meta = self.vault.by_record_id(record_id)
@@ -200,7 +202,7 @@ class SearchService:
             header, body = unpack(data, 2)
             made = json.loads(bytes(header))
             if made != self._stored_header(pinned):
-                return  # another model, chunking or format: indexed anew
+                return  # another model, chunking or format: indexed anew, stored at lock
             index, versions = HybridIndex.restore(
                 bytes(body), self._dim, vectors_of, hnsw_threshold=self._hnsw_threshold
             )
@@ -213,6 +215,7 @@ class SearchService:
             indexed_meanwhile = list(self._body_gen)  # by queries, while this loaded
             self.index = index
             self._body_gen = dict(versions)
+            self._replace_stored = False
         now = time.monotonic()
         with self._marks:
             for record_id in indexed_meanwhile:
@@ -223,9 +226,10 @@ class SearchService:
         return {"format": STORED_INDEX_FORMAT, "model": pinned, "chunking": CHUNKING_VERSION}
 
     def _store_index(self) -> None:
-        """Leave the index in the vault for the next unlock, unless one is there."""
+        """Leave the index in the vault for the next unlock, unless a usable one is there."""
         pinned = self.vault.pinned_model()
-        if self.vault.readonly or self.vault.search_index_stored or pinned is None:
+        stored = self.vault.search_index_stored and not self._replace_stored
+        if self.vault.readonly or stored or pinned is None:
             return
         with self._lock:
             if self._loading:

@@ -152,3 +152,15 @@ def test_an_authentic_but_malformed_index_is_rebuilt(vault_path, embedder, caplo
                 found = service(vault, embedder)
             assert "stored search index is unusable" in caplog.text or found.index.pending
             assert answers(found) == before
+
+
+def test_an_unusable_stored_index_is_replaced_at_the_next_lock(vault_path, embedder):
+    before = locked_with_index(vault_path, embedder)
+    with reopen(vault_path) as vault:
+        vault.put_search_index(vault.search_index()[:-100])  # say, an older format
+        found = service(vault, embedder, start=True)
+        found.stop()
+    with reopen(vault_path) as vault:
+        found = service(vault, embedder)
+        assert found.index.vectors.uses_hnsw, "restored: stored anew at the lock before"
+        assert answers(found) == before
