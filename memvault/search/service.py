@@ -37,7 +37,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import heap
-from ..errors import MemoryNotFound, ModelMismatch
+from ..errors import MemoryCorrupted, MemoryNotFound, ModelMismatch
 from ..index.chunking import CHUNKING_VERSION, chunk_text
 from ..index.hybrid import Hit, HybridIndex
 from ..index.packing import pack, unpack
@@ -418,7 +418,7 @@ class SearchService:
             try:
                 self._absorb(batch, vectors)
             except Exception as exc:  # a bug: say so rather than die unseen
-                log.error("embedded vectors not indexed: %s: %s", type(exc).__name__, exc)
+                log.error("embedded vectors not indexed: %s", type(exc).__name__)
                 return
             finally:
                 with self._lock:
@@ -515,7 +515,7 @@ class SearchService:
                 continue
             try:  # the words as they are now: never a rewritten or shredded text
                 text = self.vault.get_record(hit.record_id).decode("utf-8", errors="replace")
-            except MemoryNotFound:
+            except (MemoryNotFound, MemoryCorrupted):  # shredded since, or damaged
                 continue
             chunk = hit.chunk
             shown, words = describe(chunk_text(text, chunk), query.text, chunk.heading)
