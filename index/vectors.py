@@ -338,12 +338,12 @@ def _split_rows(state: dict) -> tuple[np.ndarray, np.ndarray]:
 
 def _positions(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     """Where each of ``wanted`` is in ``ids`` (-1: not there)."""
+    if not len(ids):
+        return np.full(len(wanted), -1, np.int64)
     order = np.argsort(ids, kind="stable")
-    at = np.searchsorted(ids, wanted, sorter=order)
-    at = np.minimum(at, max(len(ids) - 1, 0))
-    found = order[at] if len(ids) else np.zeros(len(wanted), np.int64)
-    hit = (ids[found] == wanted) if len(ids) else np.zeros(len(wanted), bool)
-    return np.where(hit, found, -1)
+    at = np.minimum(np.searchsorted(ids, wanted, sorter=order), len(ids) - 1)
+    found = order[at]
+    return np.where(ids[found] == wanted, found, -1)
 
 
 def _vectors_of(graph: hnswlib.Index, ids: list[int]) -> np.ndarray:

@@ -897,28 +897,28 @@ class Vault:
 
     def search_index(self) -> bytes | None:
         """The stored search index, or None (none stored, or damaged: rebuilt then)."""
+        try:
+            return self._index_value(SEARCH_INDEX_KEY)
+        except DecryptionError:
+            log.warning("the stored search index failed authentication; rebuilding it")
+            return None
+
+    def _index_value(self, key: bytes) -> bytes | None:
+        """A sealed search-index value of STATE, opened (None: not stored);
+        DecryptionError if it fails authentication."""
         with self._lock, self._store.read() as txn:
-            sealed = txn.get(SEARCH_INDEX_KEY, db=STATE)
-            if sealed is None:
-                return None
-            try:
-                return bytes(self._sealer.open(Kind.INDEX, bytes(sealed), SEARCH_INDEX_KEY))
-            except DecryptionError:
-                log.warning("the stored search index failed authentication; rebuilding it")
-                return None
+            sealed = txn.get(key, db=STATE)
+            return None if sealed is None else bytes(self._sealer.open(Kind.INDEX, sealed, key))
 
     # -- the embedding model the vault's vectors belong to ----------------------
 
     def pinned_model(self) -> str | None:
         """SHA-256 of the embedding model this vault's vectors are made with."""
-        with self._lock, self._store.read() as txn:
-            sealed = txn.get(MODEL_KEY, db=STATE)
-            if sealed is None:
-                return None
-            try:
-                return bytes(self._sealer.open(Kind.INDEX, sealed, MODEL_KEY)).decode()
-            except DecryptionError:
-                raise VaultTampered(self.path, "its embedding-model pin was changed") from None
+        try:
+            pinned = self._index_value(MODEL_KEY)
+        except DecryptionError:
+            raise VaultTampered(self.path, "its embedding-model pin was changed") from None
+        return None if pinned is None else pinned.decode()
 
     def pin_model(self, sha256: str) -> None:
         with self._lock:
