@@ -476,6 +476,7 @@ class VaultOperations(pyfuse3.Operations):
             self._result_handles.pop(fh, None)
             return
         state = self.files.close(fh)
+        self.vault.store_new_files()
         if not state.handles:
             meta = self.vault.by_record_id(state.record_id)
             if meta is not None and meta.orphan:  # unlinked while open: shredded now

@@ -332,7 +332,8 @@ class Vault:
                 }
             extra = {(RECORDS, entry.record_id): value for _, entry, value in refiled}
             for w in damage.recreated:
-                extra[(RECORDS, w.entry.record_id)] = sealer.pack_record(w.entry, w.sealed_body)
+                body = sealer.seal_body(w.entry, b"")  # recreated directories: empty
+                extra[(RECORDS, w.entry.record_id)] = sealer.pack_record(w.entry, body)
                 extra[(KEYS, w.entry.record_id)] = w.wrapped_key
             if ROOT_ID in damage.records:
                 extra[(STATE, ROOT_KEY)] = sealer.seal(
@@ -451,6 +452,8 @@ class Vault:
     def _read_body(self, entry: Entry) -> bytes:
         if entry.meta.is_dir:
             raise IsADirectory(entry.meta.path)
+        if entry.record_id in self._writer.staged:  # new, empty, not stored yet
+            return b""
         with self._store.read() as txn, self._corruption(entry):
             return bytes(self._bodies.read_all(txn, entry))
 
@@ -589,6 +592,8 @@ class Vault:
         return write.entry.meta
 
     def _read_chunk(self, entry: Entry, index: int) -> bytearray:
+        if entry.record_id in self._writer.staged:
+            return bytearray()
         with self._store.read() as txn, self._corruption(entry):
             return self._bodies.read_chunk(txn, entry, index)
 
@@ -624,7 +629,10 @@ class Vault:
                 target=target,
             )
             write = self._writer.new_record(meta)
-            self._writer.commit([write])
+            if kind == FILE:  # stored with its first write (or close, fsync, lock)
+                self._writer.stage(write)
+            else:
+                self._writer.commit([write])
         if kind == FILE:
             self._notify([("put", write.entry.record_id, norm, b"")])
         return write.entry.record_id, meta
@@ -949,8 +957,17 @@ class Vault:
 
     # -- compaction and closing ------------------------------------------------------
 
+    def store_new_files(self) -> None:
+        """Store the files created and not written since (the filesystem calls this
+        at a close: a created file is durable once closed, like its content)."""
+        if self._writer.staged:  # the common case, without the lock: nothing staged
+            with self._lock:
+                if not self._closed and not self._store.readonly:
+                    self._writer.store_staged()
+
     def sync(self) -> None:
-        """Make every change so far durable on disk (fsync), directory times too."""
+        """Make every change so far durable on disk (fsync), directory times and new
+        files too."""
         if not self._store.readonly:
             self._writer.persist_times()
             self._store.sync()

@@ -106,6 +106,8 @@ class Writer:
         self.created_ns = 0  # the vault's creation time: the root's times until then
         self._changed_times: set[bytes] = set()  # directories whose times are not stored yet
         self._root_changed = False
+        self.staged: dict[bytes, Write] = {}
+        """New empty files not stored yet: the next commit stores them (see stage)."""
         self.housekeeper = Housekeeper(
             self._flush_soon, self._compact_quietly, compact_delay, activity
         )
@@ -113,14 +115,31 @@ class Writer:
     # -- new records -------------------------------------------------------------
 
     def new_record(self, meta: Meta) -> Write:
-        """A new record with an empty body: every record has one, so types look alike."""
+        """A new record with an empty body: every record has one, so types look alike
+        (the body is sealed when the record is stored, see _put_record)."""
         record_id = os.urandom(ID_SIZE)
         while record_id in self.tree.by_id:  # pragma: no cover - 2^-128
             record_id = os.urandom(ID_SIZE)
         data_key, wrapped = self.sealer.new_data_key(record_id)
-        write = Write(Entry(record_id, meta, data_key), None, None, wrapped)
-        write.sealed_body = self.sealer.seal_body(write.entry, b"")
-        return write
+        return Write(Entry(record_id, meta, data_key), None, None, wrapped)
+
+    def stage(self, write: Write) -> None:
+        """Add a new empty file to the tree now and store it with the next commit.
+
+        A file is almost always written right after it is created: its first
+        write stores both in one commit (one sealed state, one journal entry).
+        Until then it lives in memory only, so a daemon killed between the
+        create and the first write or close loses an empty file, never data.
+        """
+        touched = self._touch_dirs([write], [])
+        self.tree.add(write.entry)
+        self._apply_times(touched)
+        self.staged[write.entry.record_id] = write
+
+    def store_staged(self) -> None:
+        """Store the files staged so far (at their last close, fsync and lock)."""
+        if self.staged:
+            self.commit([])
 
     def file_write(
         self,
@@ -169,6 +188,8 @@ class Writer:
         return write
 
     def _set_body(self, write: Write, old: Entry | None, chunks) -> None:
+        if old is not None and old.record_id in self.staged:
+            old = None  # empty, and nothing stored to keep
         with self.store.read() as txn:
             change = self.bodies.change(txn, old, write.entry, chunks)
         write.sealed_body = change.sealed_body
@@ -257,15 +278,20 @@ class Writer:
         """
         shreds = list(shreds)
         shredding_only = not writes and bool(shreds)
-        # An old version left in free pages is worth a compaction, unless only its times differ.
-        owed = bool(shreds) or (not times_only and any(w.old_gen is not None for w in writes))
         touched = self._touch_dirs(writes, shreds)
+        staged = self.staged
+        writes, stored_shreds = self._unstage(writes, shreds)
+        times_only = times_only and not staged
+        # An old version left in free pages is worth a compaction, unless only its times differ.
+        owed = bool(stored_shreds) or (
+            not times_only and any(w.old_gen is not None for w in writes)
+        )
         acc = self.acc.copy()
         for w in writes:
             if w.old_gen is not None:
                 acc.remove(w.entry.record_id, w.old_gen)
             acc.add(w.entry.record_id, w.entry.meta.gen)
-        for s in shreds:
+        for s in stored_shreds:
             acc.remove(s.record_id, s.meta.gen)
         sealed_root = self.seal_root(self.root_meta()) if store_root else None
         stale_index = self.search_index_stored and not times_only  # directory times: not indexed
@@ -273,7 +299,7 @@ class Writer:
         def txn_fn(txn) -> None:
             for w in writes:
                 self._put_record(txn, w)
-            for s in shreds:
+            for s in stored_shreds:
                 for key in self.bodies.chunk_keys_of(s):
                     txn.delete(key, db=CHUNKS)
                 txn.delete(s.record_id, db=DERIVED)
@@ -287,11 +313,15 @@ class Writer:
                 txn.delete(SEARCH_INDEX_KEY, db=STATE)
 
         try:
-            self.write(txn_fn, acc, owes_compaction=owed)
-        except DiskFull:
-            if not shredding_only or not self.store.release_reserve():
-                raise
-            self.write(txn_fn, acc, owes_compaction=owed)  # a shred frees space: use the reserve
+            try:
+                self.write(txn_fn, acc, owes_compaction=owed)
+            except DiskFull:
+                if not shredding_only or not self.store.release_reserve():
+                    raise
+                self.write(txn_fn, acc, owes_compaction=owed)  # a shred frees space: the reserve
+        except BaseException:
+            self.staged = staged  # still to be stored
+            raise
         for w in writes:  # stored now: a large body need not stay in memory
             w.sealed_body = None
             w.chunk_puts = {}
@@ -313,6 +343,19 @@ class Writer:
         if owed:
             self.housekeeper.compaction_owed()
         self.housekeeper.journal_grew(self.store.journal_bytes)
+
+    def _unstage(self, writes: list[Write], shreds: list[Entry]) -> tuple[list[Write], list[Entry]]:
+        """The writes and shreds to store, with the staged files folded in: a change
+        to one becomes its first version, a shred of one touches nothing stored."""
+        if not self.staged:
+            return writes, shreds
+        staged, self.staged = self.staged, {}
+        for w in writes:
+            first = staged.pop(w.entry.record_id, None)
+            if first is not None:
+                w.old_gen, w.wrapped_key = None, first.wrapped_key
+        stored_shreds = [s for s in shreds if staged.pop(s.record_id, None) is None]
+        return [*staged.values(), *writes], stored_shreds
 
     def _touch_dirs(self, writes: list[Write], shreds: list[Entry]) -> list[Entry | None]:
         """The directories whose entries ``writes`` and ``shreds`` create, remove or
@@ -365,7 +408,8 @@ class Writer:
                 self._changed_times.add(entry.record_id)
 
     def persist_times(self) -> None:
-        """Store the directory times changed in memory since the last time (one commit).
+        """Store the directory times changed in memory since the last time (one
+        commit), and the files staged so far.
 
         Called before every journal flush and at close: a directory's times
         reach the journal within a flush delay of the change, not with it,
@@ -374,6 +418,7 @@ class Writer:
         with self.lock:
             if not self.closed:
                 self._store_times()
+                self.store_staged()
 
     def _store_times(self) -> None:
         if self._changed_times or self._root_changed:
@@ -415,8 +460,8 @@ class Writer:
         """Store one record (keeping its stored body unless the write has a new one)."""
         rid = w.entry.record_id
         body = w.sealed_body
-        if body is None and w.entry.meta.type != FILE:
-            body = self.sealer.seal_body(w.entry, b"")  # always empty: nothing to read back
+        if body is None and (w.entry.meta.type != FILE or w.old_gen is None):
+            body = self.sealer.seal_body(w.entry, b"")  # empty: nothing to read back
         elif body is None:
             _, _, stored_body = records.unpack(txn.get(rid, db=RECORDS))
             body = bytes(stored_body)
@@ -549,6 +594,7 @@ class Writer:
         half-full pages (random ids split them): a locked vault is always as
         small as it can be.
         """
+        self.store_staged()
         orphans = self.tree.orphans()  # files still open at lock: their last close is now
         if orphans:
             self.commit([], orphans)

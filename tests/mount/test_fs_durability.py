@@ -49,6 +49,27 @@ def test_sigkill_after_write_returned_before_close_keeps_the_data(tmp_path):
         assert (m.root / "open.bin").read_bytes() == expected
 
 
+def test_sigkill_keeps_new_empty_files_that_were_touched_or_synced(tmp_path):
+    """A new file is stored with its first write or any other change to it (touch
+    sets its times), an fsync of it or of its directory, or soon after its close
+    (RELEASE is asynchronous: close() does not wait for it)."""
+    with mounted(tmp_path) as m:
+        (m.root / "touched.md").touch()
+        fd = os.open(m.root / "fsynced.md", os.O_WRONLY | os.O_CREAT, 0o600)
+        os.fsync(fd)
+        os.close(fd)
+        os.close(os.open(m.root / "closed.md", os.O_WRONLY | os.O_CREAT, 0o640))
+        dir_fd = os.open(m.root, os.O_RDONLY | os.O_DIRECTORY)
+        os.fsync(dir_fd)
+        os.close(dir_fd)
+        os.kill(m.daemon_pid(), signal.SIGKILL)
+        done = m.unlock()
+        assert done.returncode == 0, done.stderr
+        assert (m.root / "touched.md").read_bytes() == b""
+        assert os.stat(m.root / "fsynced.md").st_mode & 0o777 == 0o600
+        assert os.stat(m.root / "closed.md").st_mode & 0o777 == 0o640
+
+
 def test_open_with_o_trunc_still_truncates(tmp_path):
     with mounted(tmp_path) as m:
         for size in (10_000, 3 * CHUNK_SIZE + 5):

@@ -1,0 +1,88 @@
+"""A new file is stored with its first write (one commit for both), or at its
+close, fsync or lock; whatever happens to it before then stores a consistent
+vault."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+
+from memvault.vault import Vault
+from memvault.vault.records import DIRECTORY, FILE
+
+from ..conftest import FAST_KDF, PASSPHRASE, reopen
+
+WRITER = textwrap.dedent(
+    """
+    import os, sys
+    from memvault.vault import Vault
+    from memvault.vault.records import FILE
+    v = Vault.open(sys.argv[1], sys.argv[2].encode(), compact_delay=None, journal=True)
+    closed, _ = v.create_in(None, "closed-empty.md", FILE, mode=0o640)
+    v.store_new_files()  # what the mount does at its close
+    written, _ = v.create_in(None, "written.md", FILE, mode=0o644)
+    v.write_chunks(written, {0: b"first write"}, 11)
+    print("done", flush=True)
+    os.kill(os.getpid(), 9)  # before the journal is moved into LMDB
+    """
+)
+
+
+def journal_vault(vault_path) -> Vault:
+    Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
+    return reopen(vault_path, journal=True)
+
+
+def test_a_new_file_and_its_first_write_are_one_commit(vault_path):
+    with journal_vault(vault_path) as v:
+        before = v._store.next_seq
+        record_id, _ = v.create_in(None, "a.md", FILE, mode=0o644)
+        v.write_chunks(record_id, {0: b"hello"}, 5)
+        assert v._store.next_seq == before + 1
+        assert v.get("a.md") == b"hello"
+    with reopen(vault_path) as again:
+        assert again.get("a.md") == b"hello"
+        assert again.stat("a.md").mode == 0o644
+
+
+def test_a_closed_new_file_and_a_written_one_survive_a_killed_writer(vault_path):
+    Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
+    done = subprocess.run(
+        [sys.executable, "-c", WRITER, str(vault_path), PASSPHRASE.decode()],
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == -signal.SIGKILL and done.stdout == b"done\n", done.stderr
+    with reopen(vault_path) as again:
+        assert again.get("closed-empty.md") == b""
+        assert again.stat("closed-empty.md").mode == 0o640
+        assert again.get("written.md") == b"first write"
+
+
+def test_new_files_changed_before_they_are_stored(vault_path):
+    with journal_vault(vault_path) as v:
+        sub, _ = v.create_in(None, "sub", DIRECTORY, mode=0o755)
+        chmodded, _ = v.create_in(sub, "chmod.md", FILE, mode=0o644)
+        v.set_record_attrs(chmodded, mode=0o600)
+        moved, _ = v.create_in(sub, "old-name.md", FILE, mode=0o644)
+        v.move(sub, "old-name.md", None, "new-name.md")
+        cut, _ = v.create_in(None, "extended.md", FILE, mode=0o644)
+        v.resize_record(cut, 10)
+        gone, _ = v.create_in(None, "gone.md", FILE, mode=0o644)
+        v.remove_record(gone, directory=False)
+        orphan, _ = v.create_in(None, "orphan.md", FILE, mode=0o644)
+        v.orphan_record(orphan)  # unlinked while open
+        v.remove_record(orphan, directory=False)  # its last close
+        unwritten, _ = v.create_in(None, "never-written.md", FILE, mode=0o644)
+        assert v.get_record(unwritten) == b""
+        assert v.read_chunk(unwritten, 0) == b""
+    with reopen(vault_path) as again:  # opens: the integrity sum matches what is stored
+        assert again.stat("sub/chmod.md").mode == 0o600
+        assert again.get("new-name.md") == b""
+        assert not again.exists("sub/old-name.md")
+        assert again.get("extended.md") == bytes(10)
+        assert not again.exists("gone.md") and not again.exists("orphan.md")
+        assert again.get("never-written.md") == b""  # stored at lock
+        assert len(again) == 4
