@@ -23,8 +23,10 @@ log = logging.getLogger("memvault")
 
 FLUSH_DELAY = 0.5
 """Seconds a journaled change may wait before it is moved into LMDB (one fsync per batch)."""
-FLUSH_BYTES = 32 << 20
-"""Journaled bytes past which the journal is moved into LMDB without waiting."""
+FLUSH_BYTES = 256 << 20
+"""Journaled bytes past which the journal is moved into LMDB without waiting for a
+lull: a large file streams into the journal, and is copied into LMDB once its
+writer pauses (the journal's disk space is bounded by this meanwhile)."""
 DEFAULT_COMPACT_DELAY = 5.0
 """Seconds of quiet after a shred or a replaced record before the vault compacts itself."""
 FLUSH_PATIENCE = 5.0

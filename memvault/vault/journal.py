@@ -10,7 +10,13 @@ close flush at once; an unlock replays what a killed daemon left.
 
 Entries hold exactly what the LMDB commit would have held (random record ids
 and sealed values), each with a sequence number and a BLAKE2b MAC keyed from
-the master key. A header at the start of the file, MAC'd too and rewritten
+the master key. The MAC covers small values whole and each large value (4 KiB
+or more: a file's chunks) by its length, CRC-32 and last 16 bytes, its
+Poly1305 tag: every stored value is sealed, so the tag authenticates the
+value under its own key, and the CRC catches a value torn by a power cut.
+The MAC then reads a few bytes per chunk instead of hashing every byte a
+second time (a forged value with a matching CRC still fails its own
+authentication when read). A header at the start of the file, MAC'd too and rewritten
 after every entry, names the boot it was written in and the last sequence
 number appended. Within one boot the page cache cannot lose a write, so a
 journal that ends before its header says, or whose last entry fails its MAC,
@@ -24,6 +30,7 @@ import hmac
 import os
 import struct
 import uuid
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +40,11 @@ from ..crypto.mac import KeyedBlake2b
 _HEAD = struct.Struct(">IQ")  # payload length, sequence number
 _OP = struct.Struct(">BBHI")  # database index, op, key length, value length
 _FILE_HEAD = struct.Struct(">4s16sQ")  # magic, boot id, last sequence number
-_MAGIC = b"MVJ2"
+_MAGIC = b"MVJ3"
+_FULL_MAC_MAGIC = b"MVJ2"
+"""The previous format, whose MACs hash large values whole: still replayed."""
+_SUMMARY = struct.Struct(">QI")  # a large value's length and CRC-32, then its tag
+_TAG_SIZE = 16
 _MAC_SIZE = 32
 HEADER_SIZE = _FILE_HEAD.size + _MAC_SIZE
 _IOV_MAX = os.sysconf("SC_IOV_MAX")
@@ -78,6 +89,8 @@ class StaleRef(Exception):
 
 
 REF_MIN = 4096
+SUMMARY_MIN = 4096
+"""Values from this size are MAC'd by their summary (length, CRC-32, tag)."""
 
 
 @dataclass
@@ -101,6 +114,33 @@ def _encode(ops: list[Op]) -> list[bytes]:
         parts.append(_OP.pack(op.db, op.kind, len(op.key), len(op.value)))
         parts.append(op.key)
         parts.append(op.value)
+    return parts
+
+
+def _summarised(parts: list) -> list:
+    """The parts a MAC covers: large values by their length, CRC-32 and tag."""
+    return [
+        _SUMMARY.pack(len(part), zlib.crc32(part)) + part[-_TAG_SIZE:]
+        if len(part) >= SUMMARY_MIN
+        else part
+        for part in parts
+    ]
+
+
+def _split(payload: bytes) -> list[memoryview]:
+    """A payload cut back into the parts _encode made (struct.error if it does not parse)."""
+    view, parts, at = memoryview(payload), [], 0
+    while at < len(view):
+        _, _, key_len, value_len = _OP.unpack_from(view, at)
+        end = at + _OP.size + key_len + value_len
+        if end > len(view):
+            raise struct.error("an operation runs past its entry")
+        parts += [
+            view[at : at + _OP.size],
+            view[at + _OP.size : end - value_len],
+            view[end - value_len : end],
+        ]
+        at = end
     return parts
 
 
@@ -178,7 +218,7 @@ class Journal:
         """
         parts = _encode(ops)
         head = _HEAD.pack(sum(map(len, parts)), seq)
-        entry = [head, *parts, self._mac(head, *parts)]
+        entry = [head, *parts, self._mac(head, *_summarised(parts))]
         if len(entry) > _IOV_MAX:
             entry = [b"".join(entry)]  # many small values: one copy is cheap
         size = sum(map(len, entry))
@@ -212,11 +252,14 @@ class Journal:
         """The header and the entries that verify, in order, up to the first that does not."""
         data = os.pread(self._fd, self.size, 0)
         found = Contents(None, 0)
+        full_macs = False
         if len(data) >= HEADER_SIZE:
             head, mac = data[: _FILE_HEAD.size], data[_FILE_HEAD.size : HEADER_SIZE]
             magic, boot, seq = _FILE_HEAD.unpack(head)
-            if magic == _MAGIC and hmac.compare_digest(mac, self._mac(b"header", head)):
+            known = magic in (_MAGIC, _FULL_MAC_MAGIC)
+            if known and hmac.compare_digest(mac, self._mac(b"header", head)):
                 found.boot_id, found.last_seq = boot, seq
+                full_macs = magic == _FULL_MAC_MAGIC
         at = HEADER_SIZE
         while at + _HEAD.size <= len(data):
             length, seq = _HEAD.unpack_from(data, at)
@@ -225,12 +268,23 @@ class Journal:
                 break
             head = data[at : at + _HEAD.size]
             payload = data[at + _HEAD.size : end - _MAC_SIZE]
-            if not hmac.compare_digest(data[end - _MAC_SIZE : end], self._mac(head, payload)):
+            if not hmac.compare_digest(
+                data[end - _MAC_SIZE : end], self._entry_mac(head, payload, full_macs)
+            ):
                 break
             found.entries.append((seq, _decode(payload)))
             at = end
         found.clean_end = at >= len(data) or len(data) < HEADER_SIZE
         return found
+
+    def _entry_mac(self, head: bytes, payload: bytes, full: bool) -> bytes:
+        """The MAC an entry should carry (b"" for a payload that does not parse)."""
+        if full:
+            return self._mac(head, payload)
+        try:
+            return self._mac(head, *_summarised(_split(payload)))
+        except struct.error:
+            return b""
 
     def reset(self, seq: int) -> None:
         """Empty the journal (after its entries are durable in LMDB)."""

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
 import uuid
+import zlib
 
 import pytest
 
@@ -212,3 +215,115 @@ def test_a_refused_unlock_keeps_the_journal(vault_path):
     assert journal_path(vault_path).exists()
     with reopen(vault_path, readonly=True) as ro:  # no false "journal is missing"
         assert ro.get("late.md") == b"journaled late" and rid in ro.damaged
+
+
+BIG_WRITER = textwrap.dedent(
+    """
+    import os, sys
+    from memvault.vault import Vault
+    v = Vault.open(sys.argv[1], sys.argv[2].encode(), compact_delay=None, journal=True)
+    v.put("big.bin", bytes.fromhex(sys.argv[3]) * 20000)  # 320 KB: five sealed chunks
+    print("done", flush=True)
+    os.kill(os.getpid(), 9)
+    """
+)
+
+
+def _killed_big_writer(vault_path) -> bytes:
+    pattern = os.urandom(16)
+    Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
+    done = subprocess.run(
+        [sys.executable, "-c", BIG_WRITER, str(vault_path), PASSPHRASE.decode(), pattern.hex()],
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == -signal.SIGKILL and done.stdout == b"done\n"
+    return pattern * 20000
+
+
+def _large_values(data: bytes) -> list[tuple[int, int]]:
+    """(offset, length) of every journaled value of 64 KiB or more."""
+    found, at = [], HEADER_SIZE
+    while at < len(data):
+        length = int.from_bytes(data[at : at + 4], "big")
+        op, end = at + 12, at + 12 + length
+        while op < end:
+            key_len = int.from_bytes(data[op + 2 : op + 4], "big")
+            value_len = int.from_bytes(data[op + 4 : op + 8], "big")
+            value_at = op + 8 + key_len
+            if value_len >= 64 << 10:
+                found.append((value_at, value_len))
+            op = value_at + value_len
+        at = end + 32
+    return found
+
+
+def _force_crc32(buf: bytearray, at: int, target: int) -> None:
+    """Set buf[at:at+4] so that crc32(buf) == target (CRC-32 is affine: solve over GF(2))."""
+    zero = zlib.crc32(bytes(len(buf)))
+
+    def effect(bit: int) -> int:
+        probe = bytearray(len(buf))
+        probe[at + bit // 8] = 1 << (bit % 8)
+        return zlib.crc32(probe) ^ zero
+
+    buf[at : at + 4] = bytes(4)
+    need = zlib.crc32(buf) ^ target
+    pivots: dict[int, tuple[int, int]] = {}  # highest bit -> (vector, patch bits giving it)
+    for bit in range(32):
+        vector, combo = effect(bit), 1 << bit
+        while vector and (top := vector.bit_length() - 1) in pivots:
+            vector, combo = vector ^ pivots[top][0], combo ^ pivots[top][1]
+        if vector:
+            pivots[vector.bit_length() - 1] = (vector, combo)
+    patch = 0
+    while need:
+        vector, combo = pivots[need.bit_length() - 1]
+        need, patch = need ^ vector, patch ^ combo
+    buf[at : at + 4] = patch.to_bytes(4, "little")
+    assert zlib.crc32(buf) == target
+
+
+def test_a_large_journaled_value_is_authenticated_by_its_own_seal(vault_path):
+    """Entry MACs cover a large value by length, CRC-32 and Poly1305 tag: a torn or
+    flipped value is refused at unlock; one forged to keep its CRC passes the
+    journal but fails its own authentication when read."""
+    _killed_big_writer(vault_path)
+    journal = journal_path(vault_path)
+    data = journal.read_bytes()
+    offset, length = _large_values(data)[0]
+
+    flipped = bytearray(data)
+    flipped[offset + 1000] ^= 1
+    journal.write_bytes(bytes(flipped))
+    with pytest.raises(errors.VaultTampered):
+        reopen(vault_path, readonly=True)
+
+    value = bytearray(data[offset : offset + length])
+    crc = zlib.crc32(value)
+    value[1000] ^= 1
+    _force_crc32(value, 2000, crc)
+    forged = bytearray(data)
+    forged[offset : offset + length] = value
+    journal.write_bytes(bytes(forged))
+    with reopen(vault_path, readonly=True) as ro, pytest.raises(errors.MemoryCorrupted):
+        ro.get("big.bin")
+
+
+def test_a_journal_in_the_previous_format_is_replayed(vault_path, tmp_path, monkeypatch):
+    """A journal a killed daemon of the previous version left (MACs over whole values)."""
+    monkeypatch.setattr(journal_module, "_MAGIC", journal_module._FULL_MAC_MAGIC)
+    monkeypatch.setattr(journal_module, "_summarised", lambda parts: parts)
+    Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
+    content = os.urandom(300_000)
+    crashed = tmp_path / "crashed" / "memory.vault"
+    crashed.parent.mkdir()
+    with reopen(vault_path, journal=True) as v:
+        v.put("big.bin", content)
+        assert journal_path(vault_path).read_bytes()[:4] == b"MVJ2"
+        shutil.copy(vault_path, crashed)  # the files as a killed daemon leaves them
+        shutil.copy(journal_path(vault_path), journal_path(crashed))
+    monkeypatch.undo()
+    assert journal_path(crashed).stat().st_size > HEADER_SIZE
+    with reopen(crashed) as again:
+        assert again.get("big.bin") == content
