@@ -117,7 +117,8 @@ class BM25:
         self._postings_count = 0
         self._dead_postings = 0
         self._dead_ids: set[int] = set()  # removed, with postings still in the lists
-        self._dense: OrderedDict[int, np.ndarray] = OrderedDict()  # term id -> row
+        self._dense: OrderedDict[int, np.ndarray] = OrderedDict()  # term id -> idf * weights
+        self._norms: np.ndarray | None = None  # every document's length normalisation
 
     def __len__(self) -> int:
         return len(self._docs)
@@ -137,7 +138,7 @@ class BM25:
         if doc_id in self._dead_ids:  # its old postings must not count for the new text
             self._purge()
         counts = Counter(tokenize(text))
-        self._dense.clear()  # weights depend on every length
+        self._forget_weights()
         terms = array("i", (self._term_id(term) for term in counts))
         for term_id, tf in zip(terms, counts.values(), strict=True):
             postings = self._postings.get(term_id)
@@ -149,6 +150,11 @@ class BM25:
         self._docs[doc_id] = terms + array("i", counts.values())
         self._mark_alive(doc_id, sum(counts.values()))
         self._postings_count += len(counts)
+
+    def _forget_weights(self) -> None:
+        """A document came or went: every weight depends on the lengths and counts."""
+        self._dense.clear()
+        self._norms = None
 
     def _mark_alive(self, doc_id: int, length: int) -> None:
         if doc_id >= len(self._length_array):
@@ -167,7 +173,7 @@ class BM25:
         entry = self._docs.pop(doc_id, None)
         if entry is None:
             return
-        self._dense.clear()
+        self._forget_weights()
         self._total -= int(self._length_array[doc_id])
         self._length_array[doc_id] = 0
         self._alive[doc_id] = False
@@ -222,7 +228,6 @@ class BM25:
             return None
         average = self._total / n
         scores = np.zeros(len(self._length_array), np.float32)
-        norms = None  # the length normalisation of every document, once per call
         for term in terms:
             term_id = self._term_ids.get(term)
             if term_id is None or not self._df[term_id]:
@@ -234,20 +239,20 @@ class BM25:
                 ids_buffer, tfs_buffer = self._postings[term_id]
                 ids = np.frombuffer(ids_buffer, np.int32)  # views: nothing is copied
                 tfs = np.frombuffer(tfs_buffer, np.float32)
-                if norms is None:
-                    norms = self.k1 * (1 - self.b + (self.b / average) * self._length_array)
-                weights = (self.k1 + 1) * tfs / (tfs + norms[ids])
+                if self._norms is None:
+                    self._norms = self.k1 * (1 - self.b + (self.b / average) * self._length_array)
+                weights = (idf * (self.k1 + 1)) * tfs / (tfs + self._norms[ids])
                 if len(ids) < self.DENSE_MIN:
-                    scores[ids] += idf * weights
+                    scores[ids] += weights
                     continue
                 row = self._dense_row(term_id, ids, weights)
-            scores += idf * row
+            scores += row
         scores *= self._alive  # dead postings score nothing
         return scores
 
     def _dense_row(self, term_id: int, ids: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        """A common term's weights for every document, kept (the least recently
-        made go first) until the index changes."""
+        """A common term's weights (idf included) for every document, kept (the
+        least recently made go first) until the index changes."""
         row = np.zeros(len(self._length_array), np.float32)
         row[ids] = weights
         self._dense[term_id] = row
