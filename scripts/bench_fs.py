@@ -1,6 +1,7 @@
 """Filesystem figures for BENCHMARKS.md, interleaved: ext4, gocryptfs, memvault and
 the plain pyfuse3 + trio memfs (scripts/memfs.py, the floor of the binding;
-also with FLUSH answered ENOSYS) all mounted at once, every phase run on each
+also with FLUSH answered ENOSYS, and sealing and journaling every write: the
+floor of an encrypted journaled design on this stack) all mounted at once, every phase run on each
 in turn, in an order that rotates from round to round; medians over the
 rounds. The machine is shared: same-run ratios hold where absolute times move.
 
@@ -204,14 +205,18 @@ def gocryptfs_mount(work: Path) -> Iterator[Target]:
 
 
 @contextmanager
-def memfs_mount(work: Path, no_flush: bool = False) -> Iterator[Target]:
-    mnt = work / ("memfs-noflush-mnt" if no_flush else "memfs-mnt")
+def memfs_mount(work: Path, no_flush: bool = False, sealed: bool = False) -> Iterator[Target]:
+    """The memfs floor; ``sealed``: sealing and journaling every write (see memfs.py)."""
+    kind = "sealed" if sealed else "noflush" if no_flush else "plain"
+    mnt = work / f"memfs-{kind}-mnt"
     mnt.mkdir()
     script = Path(__file__).resolve().parent / "memfs.py"
-    daemon = subprocess.Popen([sys.executable, str(script), str(mnt), *["--no-flush"] * no_flush])
+    options = ["--no-flush"] * no_flush + ["--sealed", str(work / "memfs-journal")] * sealed
+    daemon = subprocess.Popen([sys.executable, str(script), str(mnt), *options])
+    name = {"sealed": "memfs, sealed + journaled", "noflush": "memfs, FLUSH ENOSYS"}
     try:
         wait_mounted(mnt)
-        yield Target("memfs, FLUSH ENOSYS" if no_flush else "pyfuse3 memfs", mnt, daemon.pid)
+        yield Target(name.get(kind, "pyfuse3 memfs"), mnt, daemon.pid)
     finally:
         subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
         daemon.wait(timeout=30)
@@ -313,6 +318,7 @@ def main() -> None:
             targets.append(stack.enter_context(memvault_mount(work)))
             targets.append(stack.enter_context(memfs_mount(work)))
             targets.append(stack.enter_context(memfs_mount(work, no_flush=True)))
+            targets.append(stack.enter_context(memfs_mount(work, no_flush=True, sealed=True)))
             phases, times, cpu = measure(targets, workload, args.rounds)
     report(targets, phases, times, cpu, args.rounds)
 

@@ -3,8 +3,19 @@ trio, everything in memory, no crypto, the same kernel cache settings as
 memvault (60 s entry and attribute timeouts, keep_cache, readdirplus). What
 it costs is the floor the binding sets; what memvault costs above it is ours.
 
-Usage: python scripts/memfs.py MOUNTPOINT [--no-flush]
-  --no-flush   answer FLUSH with ENOSYS (the kernel stops sending it)
+With --sealed it also does the least that memvault's write guarantee needs:
+every write() seals the 64 KiB chunks it touches (XChaCha20-Poly1305 under
+the file's own key, bound to the file, chunk and generation) and a small
+metadata record (under a master key), and appends them to a journal file
+with a keyed BLAKE2b MAC (over the chunks' tags, as memvault's journal does)
+in one pwritev before it replies; an unlink appends a deletion. Reads are
+served from plaintext kept in memory. It is the floor of an encrypted,
+journaled design on this stack: what memvault costs above it is its own
+structure (records, the vault state, the path tree).
+
+Usage: python scripts/memfs.py MOUNTPOINT [--no-flush] [--sealed JOURNAL]
+  --no-flush        answer FLUSH with ENOSYS (the kernel stops sending it)
+  --sealed JOURNAL  seal and journal every write (to the file JOURNAL)
 Runs until unmounted (fusermount3 -u) or SIGTERM.
 """
 
@@ -12,16 +23,52 @@ from __future__ import annotations
 
 import argparse
 import errno
+import hashlib
 import itertools
 import os
 import signal
 import stat
+import struct
 import time
+import zlib
 
 import pyfuse3
 import trio
+from nacl.bindings import (
+    crypto_aead_xchacha20poly1305_ietf_encrypt as seal,
+)
+from nacl.utils import random
 
 TIMEOUT = 60.0
+CHUNK = 64 << 10
+
+
+class Journal:
+    """Sealed chunks and metadata appended with one MAC'd pwritev per change."""
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        self.size = 0
+        self.master = random(32)
+        self.mac_key = random(32)
+        self.seq = 0
+
+    def append(self, parts: list[bytes]) -> None:
+        self.seq += 1
+        head = struct.pack(">IQ", sum(map(len, parts)), self.seq)
+        mac = hashlib.blake2b(head, key=self.mac_key, digest_size=32)
+        for part in parts:
+            if len(part) >= 4096:  # a sealed chunk: its length, CRC-32 and tag
+                mac.update(struct.pack(">QI", len(part), zlib.crc32(part)) + part[-16:])
+            else:
+                mac.update(part)
+        entry = [head, *parts, mac.digest()]
+        self.size += os.pwritev(self.fd, entry, self.size)
+
+    def meta(self, node: Node) -> bytes:
+        record = struct.pack(">QQQQ", node.inode, len(node.data), node.mtime, node.gen)
+        nonce = random(24)
+        return nonce + seal(record, b"meta", nonce, self.master)
 
 
 class Node:
@@ -32,6 +79,8 @@ class Node:
         self.children: dict[bytes, Node] = {}
         self.mtime = self.ctime = time.time_ns()
         self.uid, self.gid = os.getuid(), os.getgid()
+        self.key = random(32)
+        self.gen = 0
 
     def attrs(self) -> pyfuse3.EntryAttributes:
         a = pyfuse3.EntryAttributes()
@@ -52,9 +101,10 @@ class MemFS(pyfuse3.Operations):
     supports_dot_lookup = False
     enable_writeback_cache = False
 
-    def __init__(self, no_flush: bool) -> None:
+    def __init__(self, no_flush: bool, journal: Journal | None = None) -> None:
         super().__init__()
         self.no_flush = no_flush
+        self.journal = journal
         self.inodes = {pyfuse3.ROOT_INODE: Node(pyfuse3.ROOT_INODE, stat.S_IFDIR | 0o755)}
         self.ids = itertools.count(pyfuse3.ROOT_INODE + 1)
         self.dirs: dict[int, list[tuple[bytes, Node]]] = {}
@@ -122,6 +172,17 @@ class MemFS(pyfuse3.Operations):
         if off > len(data):
             data.extend(bytes(off - len(data)))
         data[off : off + len(buf)] = buf
+        if self.journal is not None:
+            node = self.node(fh)
+            node.gen += 1
+            node.mtime = time.time_ns()
+            parts = []
+            for index in range(off // CHUNK, (off + len(buf) - 1) // CHUNK + 1):
+                nonce = random(24)
+                ad = struct.pack(">QIQ", node.inode, index, node.gen)
+                chunk = bytes(data[index * CHUNK : (index + 1) * CHUNK])
+                parts.append(nonce + seal(chunk, ad, nonce, node.key))
+            self.journal.append([*parts, self.journal.meta(node)])
         return len(buf)
 
     async def flush(self, fh):
@@ -136,6 +197,8 @@ class MemFS(pyfuse3.Operations):
         node = parent.children.pop(name)
         self.inodes.pop(node.inode, None)
         parent.mtime = parent.ctime = time.time_ns()
+        if self.journal is not None:
+            self.journal.append([struct.pack(">BQ", 2, node.inode)])
 
     async def rmdir(self, parent_inode, name, ctx):
         parent = self.node(parent_inode)
@@ -193,9 +256,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mountpoint")
     parser.add_argument("--no-flush", action="store_true")
+    parser.add_argument("--sealed", metavar="JOURNAL")
     args = parser.parse_args()
     options = set(pyfuse3.default_options) | {"fsname=memfs", "noatime"}
-    pyfuse3.init(MemFS(args.no_flush), args.mountpoint, options)
+    journal = Journal(args.sealed) if args.sealed else None
+    pyfuse3.init(MemFS(args.no_flush, journal), args.mountpoint, options)
     try:
         trio.run(_main)
     finally:
