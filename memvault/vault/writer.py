@@ -279,7 +279,7 @@ class Writer:
         shreds = list(shreds)
         shredding_only = not writes and bool(shreds)
         touched = self._touch_dirs(writes, shreds)
-        staged = self.staged
+        staged = dict(self.staged)  # kept whole for a failed commit
         writes, stored_shreds = self._unstage(writes, shreds)
         times_only = times_only and not staged
         # An old version left in free pages is worth a compaction, unless only its times differ.

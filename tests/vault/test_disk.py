@@ -115,3 +115,22 @@ def test_rm_works_on_a_full_disk_and_lock_says_the_shred_is_unfinished(tiny_disk
     assert "still in its file" in assert_one_line_error(locked)
     with reopen(path, readonly=True) as ro:
         assert not ro.exists(names[0]) and ro.exists(names[1])
+
+
+def test_a_new_file_whose_first_write_fills_the_disk_stays_an_empty_file(tiny_disk):
+    """The write is refused (DiskFull) and the new file is kept to be stored
+    empty, not lost between the tree and the store."""
+    from memvault.vault.bodies import CHUNK_SIZE
+    from memvault.vault.records import FILE
+
+    path = tiny_disk / "memory.vault"
+    Vault.create(path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
+    with reopen(path, journal=True) as vault:
+        record_id, _ = vault.create_in(None, "new.md", FILE, mode=0o644)
+        with pytest.raises(errors.DiskFull):
+            chunks = {i: os.urandom(CHUNK_SIZE) for i in range(32)}  # 2 MiB on 700 KiB
+            vault.write_chunks(record_id, chunks, 32 * CHUNK_SIZE)
+        assert vault.get_record(record_id) == b""
+        vault.write_chunks(record_id, {0: b"small enough"}, 12)
+    with reopen(path) as again:
+        assert again.get("new.md") == b"small enough"
