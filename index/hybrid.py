@@ -245,11 +245,9 @@ class HybridIndex:
         holds those known, and takes those computed here."""
         candidates: dict[int, list[float | None]] = {}  # chunk id -> [bm25, cosine]
         if lexical is not None:
-            if len(lexical) > fetch:  # one pass: most chunks score after feedback
-                found = np.argpartition(lexical, len(lexical) - fetch)[-fetch:]
-                found = found[lexical[found] > 0]
-            else:
-                found = np.flatnonzero(lexical > 0)
+            found = np.flatnonzero(lexical > 0)
+            if len(found) > fetch:
+                found = found[np.argpartition(-lexical[found], fetch - 1)[:fetch]]
             for cid in found.tolist():
                 candidates[cid] = [float(lexical[cid]), None]
         if vector is not None:
