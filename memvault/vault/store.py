@@ -39,7 +39,7 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -94,6 +94,10 @@ log = logging.getLogger("memvault")
 MIN_MAP_SIZE = 64 << 20
 RESERVE_BYTES = 256 << 10
 """Disk space kept aside so that a shred (which frees space) works on a full disk."""
+FLUSH_PART_BYTES = 32 << 20
+"""Journaled bytes moved into LMDB per transaction: an LMDB write transaction
+keeps its dirty pages in memory until it commits, so a flush of a large
+file's chunks goes in parts (each entry whole: a part never splits a commit)."""
 
 
 def reserve_path(path: Path) -> Path:
@@ -507,11 +511,13 @@ class Store:
         return self._seq + 1 if self._journal_writes else self._seq
 
     def flush(self) -> None:
-        """Move journaled changes into LMDB (one commit, one fsync), then empty the journal.
+        """Move journaled changes into LMDB (a commit per FLUSH_PART_BYTES, one
+        fsync), then empty the journal.
 
         Writes go on meanwhile (into the journal): they stay pending, and the
         journal is emptied only once nothing arrived during the flush (its
-        entries up to LMDB's position are skipped by a replay anyway).
+        entries up to LMDB's position are skipped by a replay anyway, and one
+        applied twice after a failed flush leaves the same values).
         """
         with self._housekeeping:
             if self._journal is None or self.readonly or self.env is None:
@@ -520,7 +526,8 @@ class Store:
                 batch = list(self._pending)
             if not batch:
                 return
-            self._write_lmdb(lambda txn: apply_to_lmdb(txn, batch, self._resolve))
+            for part in _parts(batch, FLUSH_PART_BYTES):  # bounded dirty pages in memory
+                self._write_lmdb(lambda txn, part=part: apply_to_lmdb(txn, part, self._resolve))
             self._sync_env()  # durable in LMDB before the journal lets go of it
             with self._mu:
                 del self._pending[: len(batch)]
@@ -759,3 +766,17 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _parts(entries: list[list[Op]], limit: int) -> Iterator[list[list[Op]]]:
+    """``entries`` in order, cut into runs of about ``limit`` bytes of values."""
+    part: list[list[Op]] = []
+    size = 0
+    for ops in entries:
+        part.append(ops)
+        size += sum(op.value.length if isinstance(op.value, Ref) else len(op.value) for op in ops)
+        if size >= limit:
+            yield part
+            part, size = [], 0
+    if part:
+        yield part

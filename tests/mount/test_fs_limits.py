@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 
 import pytest
 
@@ -108,11 +109,16 @@ def test_daemon_memory_writing_a_large_file_does_not_follow_its_size(tmp_path):
         with open(m.root / "big.bin", "wb") as f:
             for _ in range(size_mib):
                 f.write(chunk)
+        journal = m.vault.with_name(m.vault.name + "-journal")
+        deadline = time.monotonic() + 120
+        while journal.stat().st_size > 1 << 20:  # moved into LMDB once the writes pause
+            assert time.monotonic() < deadline, "the journal was not moved into LMDB"
+            time.sleep(0.2)
         growth = _memory_mib(pid)["VmHWM"] - before
-        print(f"peak RSS grew by {growth} MiB writing a {size_mib} MiB file")
+        print(f"peak RSS grew by {growth} MiB writing and flushing a {size_mib} MiB file")
         # Journaled chunks are read back from the journal file, not kept; what
-        # grows is a flush's LMDB transaction (its dirty pages, 32 MiB and more
-        # while writes go on): well below the file's size, and not with it.
+        # grows is a flush's LMDB transaction (its dirty pages, FLUSH_PART_BYTES
+        # and more): well below the file's size, and not with it.
         assert growth < size_mib * 3 // 4, f"peak RSS grew by {growth} MiB for {size_mib} MiB"
         with open(m.root / "big.bin", "rb") as f:
             assert all(f.read(1 << 20) == chunk for _ in range(size_mib)) and f.read() == b""
