@@ -93,7 +93,10 @@ try:
     s.connect(sys.argv[1])
 except OSError as exc:
     print("refused", exc.errno); sys.exit(0)
-s.sendall(b'{{"v": 1, "op": "status"}}\\n'); s.shutdown(socket.SHUT_WR)
+try:  # the daemon may answer a stranger and close before the request is sent
+    s.sendall(b'{{"v": 1, "op": "status"}}\\n'); s.shutdown(socket.SHUT_WR)
+except (BrokenPipeError, ConnectionResetError):
+    pass
 print(s.recv(65536).decode())
 """
 
