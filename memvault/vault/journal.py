@@ -10,13 +10,14 @@ close flush at once; an unlock replays what a killed daemon left.
 
 Entries hold exactly what the LMDB commit would have held (random record ids
 and sealed values), each with a sequence number and a BLAKE2b MAC keyed from
-the master key. The MAC covers small values whole and each large value (4 KiB
-or more: a file's chunks) by its length, CRC-32 and last 16 bytes, its
-Poly1305 tag: every stored value is sealed, so the tag authenticates the
-value under its own key, and the CRC catches a value torn by a power cut.
-The MAC then reads a few bytes per chunk instead of hashing every byte a
-second time (a forged value with a matching CRC still fails its own
-authentication when read). A header at the start of the file, MAC'd too and rewritten
+the master key. The MAC covers every value whole except a file's chunks of 4
+KiB or more, which it covers by their length, CRC-32 and last 16 bytes: a
+chunk is one XChaCha20-Poly1305 seal under its record's key, bound to its
+record, index and generation, so that tag authenticates it, and the CRC
+catches a chunk torn by a power cut. The MAC then reads a few bytes per
+chunk instead of hashing every byte a second time (a chunk forged to keep
+its CRC still fails its own authentication when read). A header at the
+start of the file, MAC'd too and rewritten
 after every entry, names the boot it was written in and the last sequence
 number appended. Within one boot the page cache cannot lose a write, so a
 journal that ends before its header says, or whose last entry fails its MAC,
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..crypto.mac import KeyedBlake2b
+from .schema import CHUNKS, DB_NAMES
 
 _HEAD = struct.Struct(">IQ")  # payload length, sequence number
 _OP = struct.Struct(">BBHI")  # database index, op, key length, value length
@@ -90,7 +92,8 @@ class StaleRef(Exception):
 
 REF_MIN = 4096
 SUMMARY_MIN = 4096
-"""Values from this size are MAC'd by their summary (length, CRC-32, tag)."""
+"""Chunks from this size are MAC'd by their summary (length, CRC-32, tag)."""
+_CHUNKS_DB = DB_NAMES.index(CHUNKS)
 
 
 @dataclass
@@ -118,13 +121,14 @@ def _encode(ops: list[Op]) -> list[bytes]:
 
 
 def _summarised(parts: list) -> list:
-    """The parts a MAC covers: large values by their length, CRC-32 and tag."""
-    return [
-        _SUMMARY.pack(len(part), zlib.crc32(part)) + part[-_TAG_SIZE:]
-        if len(part) >= SUMMARY_MIN
-        else part
-        for part in parts
-    ]
+    """The parts a MAC covers (op header, key, value for each operation): a
+    large chunk by its length, CRC-32 and tag, everything else whole."""
+    covered = list(parts)
+    for i in range(2, len(parts), 3):
+        value = parts[i]
+        if len(value) >= SUMMARY_MIN and parts[i - 2][0] == _CHUNKS_DB:
+            covered[i] = _SUMMARY.pack(len(value), zlib.crc32(value)) + value[-_TAG_SIZE:]
+    return covered
 
 
 def _split(payload: bytes) -> list[memoryview]:
@@ -252,14 +256,14 @@ class Journal:
         """The header and the entries that verify, in order, up to the first that does not."""
         data = os.pread(self._fd, self.size, 0)
         found = Contents(None, 0)
-        full_macs = False
+        schemes = (False, True)  # summarised, full: either, while the header says nothing
         if len(data) >= HEADER_SIZE:
             head, mac = data[: _FILE_HEAD.size], data[_FILE_HEAD.size : HEADER_SIZE]
             magic, boot, seq = _FILE_HEAD.unpack(head)
             known = magic in (_MAGIC, _FULL_MAC_MAGIC)
             if known and hmac.compare_digest(mac, self._mac(b"header", head)):
                 found.boot_id, found.last_seq = boot, seq
-                full_macs = magic == _FULL_MAC_MAGIC
+                schemes = (magic == _FULL_MAC_MAGIC,)
         at = HEADER_SIZE
         while at + _HEAD.size <= len(data):
             length, seq = _HEAD.unpack_from(data, at)
@@ -268,8 +272,9 @@ class Journal:
                 break
             head = data[at : at + _HEAD.size]
             payload = data[at + _HEAD.size : end - _MAC_SIZE]
-            if not hmac.compare_digest(
-                data[end - _MAC_SIZE : end], self._entry_mac(head, payload, full_macs)
+            mac = data[end - _MAC_SIZE : end]
+            if not any(
+                hmac.compare_digest(mac, self._entry_mac(head, payload, full)) for full in schemes
             ):
                 break
             found.entries.append((seq, _decode(payload)))

@@ -325,5 +325,16 @@ def test_a_journal_in_the_previous_format_is_replayed(vault_path, tmp_path, monk
         shutil.copy(journal_path(vault_path), journal_path(crashed))
     monkeypatch.undo()
     assert journal_path(crashed).stat().st_size > HEADER_SIZE
+    torn = tmp_path / "torn" / "memory.vault"  # the same, its header torn by a power cut
+    torn.parent.mkdir()
+    shutil.copy(crashed, torn)
+    header_torn = bytearray(journal_path(crashed).read_bytes())
+    header_torn[10] ^= 1
+    journal_path(torn).write_bytes(bytes(header_torn))
     with reopen(crashed) as again:
+        assert again.get("big.bin") == content
+    other_boot = tmp_path / "boot_id"
+    other_boot.write_text(str(uuid.uuid4()))
+    monkeypatch.setattr(journal_module, "BOOT_ID_PATH", str(other_boot))
+    with reopen(torn) as again:  # after a restart: every entry that verifies is kept
         assert again.get("big.bin") == content
