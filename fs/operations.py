@@ -371,18 +371,25 @@ class VaultOperations(pyfuse3.Operations):
     # -- files -----------------------------------------------------------------
 
     def _create(
-        self, parent_inode: int, name: bytes, kind: int, mode: int, ctx, target: str = ""
+        self,
+        parent_inode: int,
+        name: bytes,
+        kind: int,
+        mode: int,
+        ctx,
+        target: str = "",
+        opened: bool = False,
     ) -> pyfuse3.EntryAttributes:
         """A new entry, owned by the caller (root may create entries for others)."""
         parent, child = self._name(parent_inode, name)
         record_id, meta = self.vault.create_in(
-            parent, child, kind, mode=mode, uid=ctx.uid, gid=ctx.gid, target=target
+            parent, child, kind, mode=mode, uid=ctx.uid, gid=ctx.gid, target=target, opened=opened
         )
         return self._attrs(meta, record_id)
 
     @request
     async def create(self, parent_inode, name, mode, flags, ctx):
-        attrs = self._create(parent_inode, name, FILE, stat.S_IMODE(mode), ctx)
+        attrs = self._create(parent_inode, name, FILE, stat.S_IMODE(mode), ctx, opened=True)
         fh, _ = self.files.open(self.inodes.record(attrs.st_ino))
         return pyfuse3.FileInfo(fh=fh, keep_cache=True), attrs
 
@@ -476,11 +483,11 @@ class VaultOperations(pyfuse3.Operations):
             self._result_handles.pop(fh, None)
             return
         state = self.files.close(fh)
-        self.vault.store_new_files()
         if not state.handles:
             meta = self.vault.by_record_id(state.record_id)
             if meta is not None and meta.orphan:  # unlinked while open: shredded now
                 self.vault.remove_record(state.record_id, directory=False)
+        self.vault.store_new_files()
 
     # -- extended attributes (user.* only, stored inside the sealed metadata) ----
 

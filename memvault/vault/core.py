@@ -607,8 +607,13 @@ class Vault:
         uid: int | None = None,
         gid: int | None = None,
         target: str = "",
+        opened: bool = False,
     ) -> tuple[bytes, Meta]:
-        """Create an empty file, a directory or a symlink in ``parent``, owned by uid:gid."""
+        """Create an empty file, a directory or a symlink in ``parent``, owned by uid:gid.
+
+        ``opened``: the caller holds the new file open and will write or close
+        it; it is stored then, with its first write (see Writer.stage), unless
+        the disk is nearly full (then at once: a full disk fails the create)."""
         with self._lock:
             self._check_writable()
             norm = paths.join(self._dir_path(parent), paths.check_name(name))
@@ -629,7 +634,7 @@ class Vault:
                 target=target,
             )
             write = self._writer.new_record(meta)
-            if kind == FILE:  # stored with its first write (or close, fsync, lock)
+            if opened and kind == FILE and self._store.has_room():
                 self._writer.stage(write)
             else:
                 self._writer.commit([write])

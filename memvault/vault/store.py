@@ -94,6 +94,8 @@ log = logging.getLogger("memvault")
 MIN_MAP_SIZE = 64 << 20
 RESERVE_BYTES = 256 << 10
 """Disk space kept aside so that a shred (which frees space) works on a full disk."""
+ROOM_BYTES = 64 << 20
+"""Free disk space below which a new file is stored at once, not with its first write."""
 FLUSH_PART_BYTES = 32 << 20
 """Journaled bytes moved into LMDB per transaction: an LMDB write transaction
 keeps its dirty pages in memory until it commits, so a flush of a large
@@ -337,6 +339,14 @@ class Store:
                 os.close(fd)
         except OSError:
             reserve.unlink(missing_ok=True)
+
+    def has_room(self) -> bool:
+        """Whether the disk holding the vault has ROOM_BYTES free (a statvfs)."""
+        try:
+            disk = os.statvfs(self.path.parent)
+        except OSError:
+            return False
+        return disk.f_bavail * disk.f_frsize >= ROOM_BYTES
 
     def release_reserve(self) -> bool:
         """Give the reserved space back to the disk; False if there was none."""

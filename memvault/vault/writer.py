@@ -280,7 +280,7 @@ class Writer:
         shredding_only = not writes and bool(shreds)
         touched = self._touch_dirs(writes, shreds)
         staged = dict(self.staged)  # kept whole for a failed commit
-        writes, stored_shreds = self._unstage(writes, shreds)
+        writes, stored_shreds = self._unstage(writes, shreds, everything=not shredding_only)
         times_only = times_only and not staged
         # An old version left in free pages is worth a compaction, unless only its times differ.
         owed = bool(stored_shreds) or (
@@ -344,18 +344,24 @@ class Writer:
             self.housekeeper.compaction_owed()
         self.housekeeper.journal_grew(self.store.journal_bytes)
 
-    def _unstage(self, writes: list[Write], shreds: list[Entry]) -> tuple[list[Write], list[Entry]]:
+    def _unstage(
+        self, writes: list[Write], shreds: list[Entry], *, everything: bool
+    ) -> tuple[list[Write], list[Entry]]:
         """The writes and shreds to store, with the staged files folded in: a change
-        to one becomes its first version, a shred of one touches nothing stored."""
+        to one becomes its first version, a shred of one touches nothing stored,
+        and the others are stored too unless ``everything`` is False (a shred
+        alone, which must work on a full disk, leaves them staged)."""
         if not self.staged:
             return writes, shreds
-        staged, self.staged = self.staged, {}
         for w in writes:
-            first = staged.pop(w.entry.record_id, None)
+            first = self.staged.pop(w.entry.record_id, None)
             if first is not None:
                 w.old_gen, w.wrapped_key = None, first.wrapped_key
-        stored_shreds = [s for s in shreds if staged.pop(s.record_id, None) is None]
-        return [*staged.values(), *writes], stored_shreds
+        stored_shreds = [s for s in shreds if self.staged.pop(s.record_id, None) is None]
+        if not everything:
+            return writes, stored_shreds
+        rest, self.staged = list(self.staged.values()), {}
+        return [*rest, *writes], stored_shreds
 
     def _touch_dirs(self, writes: list[Write], shreds: list[Entry]) -> list[Entry | None]:
         """The directories whose entries ``writes`` and ``shreds`` create, remove or
@@ -594,10 +600,13 @@ class Writer:
         half-full pages (random ids split them): a locked vault is always as
         small as it can be.
         """
-        self.store_staged()
         orphans = self.tree.orphans()  # files still open at lock: their last close is now
         if orphans:
             self.commit([], orphans)
+        try:
+            self.store_staged()
+        except DiskFull:  # the lock goes on: shreds and compaction matter more
+            log.warning("%d new empty file(s) not stored: the disk is full", len(self.staged))
         with contextlib.suppress(DiskFull):  # directory times only
             self._store_times()
         if not self.snapshot_stored:

@@ -12,6 +12,9 @@ import pytest
 
 from memvault import errors
 from memvault.vault import Vault
+from memvault.vault import store as store_module
+from memvault.vault.bodies import CHUNK_SIZE
+from memvault.vault.records import FILE
 
 from .. import rawvault
 from ..conftest import (
@@ -117,16 +120,14 @@ def test_rm_works_on_a_full_disk_and_lock_says_the_shred_is_unfinished(tiny_disk
         assert not ro.exists(names[0]) and ro.exists(names[1])
 
 
-def test_a_new_file_whose_first_write_fills_the_disk_stays_an_empty_file(tiny_disk):
+def test_a_new_file_whose_first_write_fills_the_disk_stays_an_empty_file(tiny_disk, monkeypatch):
     """The write is refused (DiskFull) and the new file is kept to be stored
     empty, not lost between the tree and the store."""
-    from memvault.vault.bodies import CHUNK_SIZE
-    from memvault.vault.records import FILE
-
+    monkeypatch.setattr(store_module, "ROOM_BYTES", 0)  # staged even on this tiny disk
     path = tiny_disk / "memory.vault"
     Vault.create(path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
     with reopen(path, journal=True) as vault:
-        record_id, _ = vault.create_in(None, "new.md", FILE, mode=0o644)
+        record_id, _ = vault.create_in(None, "new.md", FILE, mode=0o644, opened=True)
         with pytest.raises(errors.DiskFull):
             chunks = {i: os.urandom(CHUNK_SIZE) for i in range(32)}  # 2 MiB on 700 KiB
             vault.write_chunks(record_id, chunks, 32 * CHUNK_SIZE)
@@ -134,3 +135,17 @@ def test_a_new_file_whose_first_write_fills_the_disk_stays_an_empty_file(tiny_di
         vault.write_chunks(record_id, {0: b"small enough"}, 12)
     with reopen(path) as again:
         assert again.get("new.md") == b"small enough"
+
+
+def test_creating_a_file_on_a_full_disk_fails_at_once(tiny_disk):
+    """Near a full disk a new file is stored when created, not with its first
+    write: a full disk fails the create itself, as on any file system."""
+    path = tiny_disk / "memory.vault"
+    with Vault.create(path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None) as vault:
+        with pytest.raises(errors.DiskFull):
+            for i in range(10_000):
+                vault.put(f"n/{i}.md", os.urandom(3000))
+        with pytest.raises(errors.DiskFull):
+            for i in range(100):
+                vault.create_in(None, f"new-{i}.md", FILE, mode=0o644, opened=True)
+        assert not vault._writer.staged

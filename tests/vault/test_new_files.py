@@ -20,9 +20,9 @@ WRITER = textwrap.dedent(
     from memvault.vault import Vault
     from memvault.vault.records import FILE
     v = Vault.open(sys.argv[1], sys.argv[2].encode(), compact_delay=None, journal=True)
-    closed, _ = v.create_in(None, "closed-empty.md", FILE, mode=0o640)
+    closed, _ = v.create_in(None, "closed-empty.md", FILE, mode=0o640, opened=True)
     v.store_new_files()  # what the mount does at its close
-    written, _ = v.create_in(None, "written.md", FILE, mode=0o644)
+    written, _ = v.create_in(None, "written.md", FILE, mode=0o644, opened=True)
     v.write_chunks(written, {0: b"first write"}, 11)
     print("done", flush=True)
     os.kill(os.getpid(), 9)  # before the journal is moved into LMDB
@@ -38,13 +38,21 @@ def journal_vault(vault_path) -> Vault:
 def test_a_new_file_and_its_first_write_are_one_commit(vault_path):
     with journal_vault(vault_path) as v:
         before = v._store.next_seq
-        record_id, _ = v.create_in(None, "a.md", FILE, mode=0o644)
+        record_id, _ = v.create_in(None, "a.md", FILE, mode=0o644, opened=True)
         v.write_chunks(record_id, {0: b"hello"}, 5)
         assert v._store.next_seq == before + 1
         assert v.get("a.md") == b"hello"
     with reopen(vault_path) as again:
         assert again.get("a.md") == b"hello"
         assert again.stat("a.md").mode == 0o644
+
+
+def test_a_new_file_not_held_open_is_stored_at_once(vault_path):
+    """mknod, the CLI and the API: nobody will write or close it, so no staging."""
+    with journal_vault(vault_path) as v:
+        before = v._store.next_seq
+        v.create_in(None, "made.md", FILE, mode=0o644)
+        assert v._store.next_seq == before + 1 and not v._writer.staged
 
 
 def test_a_closed_new_file_and_a_written_one_survive_a_killed_writer(vault_path):
@@ -64,18 +72,18 @@ def test_a_closed_new_file_and_a_written_one_survive_a_killed_writer(vault_path)
 def test_new_files_changed_before_they_are_stored(vault_path):
     with journal_vault(vault_path) as v:
         sub, _ = v.create_in(None, "sub", DIRECTORY, mode=0o755)
-        chmodded, _ = v.create_in(sub, "chmod.md", FILE, mode=0o644)
+        chmodded, _ = v.create_in(sub, "chmod.md", FILE, mode=0o644, opened=True)
         v.set_record_attrs(chmodded, mode=0o600)
-        moved, _ = v.create_in(sub, "old-name.md", FILE, mode=0o644)
+        moved, _ = v.create_in(sub, "old-name.md", FILE, mode=0o644, opened=True)
         v.move(sub, "old-name.md", None, "new-name.md")
-        cut, _ = v.create_in(None, "extended.md", FILE, mode=0o644)
+        cut, _ = v.create_in(None, "extended.md", FILE, mode=0o644, opened=True)
         v.resize_record(cut, 10)
-        gone, _ = v.create_in(None, "gone.md", FILE, mode=0o644)
+        gone, _ = v.create_in(None, "gone.md", FILE, mode=0o644, opened=True)
         v.remove_record(gone, directory=False)
-        orphan, _ = v.create_in(None, "orphan.md", FILE, mode=0o644)
+        orphan, _ = v.create_in(None, "orphan.md", FILE, mode=0o644, opened=True)
         v.orphan_record(orphan)  # unlinked while open
         v.remove_record(orphan, directory=False)  # its last close
-        unwritten, _ = v.create_in(None, "never-written.md", FILE, mode=0o644)
+        unwritten, _ = v.create_in(None, "never-written.md", FILE, mode=0o644, opened=True)
         assert v.get_record(unwritten) == b""
         assert v.read_chunk(unwritten, 0) == b""
     with reopen(vault_path) as again:  # opens: the integrity sum matches what is stored
