@@ -1,6 +1,6 @@
-"""A new file is stored with its first write (one commit for both), or at its
-close, fsync or lock; whatever happens to it before then stores a consistent
-vault."""
+"""A new file the mount's create holds open is stored with its first write (one
+commit for both), or at its close, fsync or lock; whatever happens to it before
+then stores a consistent vault."""
 
 from __future__ import annotations
 
