@@ -964,7 +964,8 @@ class Vault:
 
     def store_new_files(self) -> None:
         """Store the files created and not written since (the filesystem calls this
-        at a close: a created file is durable once closed, like its content)."""
+        at each RELEASE, which the kernel sends soon after a close, not before
+        close() returns)."""
         if self._writer.staged:  # the common case, without the lock: nothing staged
             with self._lock:
                 if not self._closed and not self._store.readonly:
