@@ -976,7 +976,7 @@ class Vault:
         files too."""
         if not self._store.readonly:
             self._writer.persist_times()
-            self._store.sync()
+            self._store.make_durable()
 
     def compact(self) -> tuple[int, int]:
         """Rewrite the vault file without free pages; return its size before and after.

@@ -298,6 +298,10 @@ class Journal:
         os.pwrite(self._fd, self._header(seq), 0)
         self.size = HEADER_SIZE
 
+    def duplicate_fd(self) -> int:
+        """A second descriptor of the journal file (to fdatasync it without the store's lock)."""
+        return os.dup(self._fd)
+
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)

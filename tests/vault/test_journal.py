@@ -338,3 +338,29 @@ def test_a_journal_in_the_previous_format_is_replayed(vault_path, tmp_path, monk
     monkeypatch.setattr(journal_module, "BOOT_ID_PATH", str(other_boot))
     with reopen(torn) as again:  # after a restart: every entry that verifies is kept
         assert again.get("big.bin") == content
+
+
+def test_fsync_makes_the_journal_durable_without_moving_it_into_lmdb(
+    vault_path, tmp_path, monkeypatch
+):
+    """fsync() costs one fdatasync of the journal: after a power cut right then
+    (the files as they are on disk), a restart replays what it promised."""
+    Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
+    vault = reopen(vault_path, compact_delay=None, journal=True)
+    cut = tmp_path / "cut" / vault_path.name
+    cut.parent.mkdir()
+    try:
+        vault.put("synced.md", b"kept through a power cut")
+        lmdb_size = vault_path.stat().st_size
+        vault.sync()
+        assert vault._store.journaled_entries, "fsync flushed the journal into LMDB"
+        assert vault_path.stat().st_size == lmdb_size
+        shutil.copy(vault_path, cut)
+        shutil.copy(journal_path(vault_path), journal_path(cut))
+    finally:
+        vault.close()
+    other_boot = tmp_path / "boot_id"
+    other_boot.write_text(str(uuid.uuid4()))
+    monkeypatch.setattr(journal_module, "BOOT_ID_PATH", str(other_boot))
+    with reopen(cut) as again:
+        assert again.get("synced.md") == b"kept through a power cut"
