@@ -143,6 +143,13 @@ class VaultLocked(MemvaultError):
     errno = _errno.ENOTCONN
 
 
+class NotUnlocked(MemvaultError):
+    """The vault {0} is not unlocked: run `memvault unlock` first."""
+
+    exit_code = EXIT_LOCKED
+    errno = _errno.ENOTCONN
+
+
 class ReadOnlyVault(MemvaultError):
     """The vault {0} is open read-only; nothing can be changed."""
 

@@ -143,6 +143,32 @@ class MountedVault:
         except OSError as exc:
             raise self._error(exc, norm) from None
 
+    def append(self, path: str, data: bytes) -> Meta:
+        """Add ``data`` at the end of a memory, created if missing (missing parents
+        too): written with O_APPEND, so an append never overwrites another's."""
+        norm = paths.normalize(path)
+        self._check_live()
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            with self._dir(paths.parent(norm), create=True) as parent:
+                name = paths.basename(norm)
+                with open(os.open(name, flags, 0o666, dir_fd=parent), "wb") as f:
+                    f.write(data)
+                return _meta(norm, os.stat(name, dir_fd=parent, follow_symlinks=False))
+        except OSError as exc:
+            raise self._error(exc, norm) from None
+
+    def exists(self, path: str) -> bool:
+        norm = paths.normalize(path, allow_root=True)
+        try:
+            with self._dir(paths.parent(norm)) as parent:
+                os.stat(paths.basename(norm), dir_fd=parent, follow_symlinks=False)
+                return True
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise self._error(exc, norm) from None
+
     def get(self, path: str) -> bytes:
         norm = paths.normalize(path)
         try:

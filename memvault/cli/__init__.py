@@ -1,6 +1,6 @@
 """The `memvault` command line, one module per command group: vault.py (the
-vault itself), mount.py (unlock, lock), search.py, ingest.py; common.py and
-output.py are what they share.
+vault itself), mount.py (unlock, lock), search.py, ingest.py, agents.py
+(serve); common.py and output.py are what they share.
 
 Every failure a user can cause or meet is one sentence on stderr and the
 exit status of its kind (errors.py; `memvault --help` lists them);
@@ -16,10 +16,10 @@ from collections.abc import Callable, Sequence
 
 from .. import __version__
 from ..errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_STATUSES, MemvaultError, UsageError
-from . import ingest, mount, output, search, vault
+from . import agents, ingest, mount, output, search, vault
 from .common import common_options
 
-GROUPS = (vault, mount, search, ingest)
+GROUPS = (vault, mount, search, ingest, agents)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -4,20 +4,16 @@ the vault in process or through its live mount."""
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from ..api import Memories
 from ..fs.lifecycle import serving_daemon
 from ..fs.runtime import MountRecord
+from ..locations import DEFAULT_MOUNTPOINT, DEFAULT_VAULT, VAULT_ENV_VAR, chosen_vault
 from ..mounted import MountedVault
 from ..passphrase import ENV_VAR, read_passphrase
 from ..vault import Vault
 from . import output
-
-DEFAULT_VAULT = "~/.memvault/memory.vault"
-DEFAULT_MOUNTPOINT = "~/memory"
-VAULT_ENV_VAR = "MEMVAULT_VAULT"
 
 
 def common_options() -> argparse.ArgumentParser:
@@ -47,8 +43,7 @@ def common_options() -> argparse.ArgumentParser:
 
 
 def vault_path(args: argparse.Namespace) -> Path:
-    given = getattr(args, "vault", None) or os.environ.get(VAULT_ENV_VAR) or DEFAULT_VAULT
-    return Path(given).expanduser()
+    return chosen_vault(getattr(args, "vault", None))
 
 
 def daemon_of(args: argparse.Namespace) -> MountRecord | None:

@@ -1,0 +1,101 @@
+"""Agents' session hooks: `python -m memvault.agents.hook AGENT EVENT [--vault PATH]`.
+
+A hook must never slow down or fail an agent's session. So: on a locked
+vault (or no vault) it prints nothing and exits 0 after importing almost
+nothing; it reads the hook's JSON from stdin with a timeout (some hosts
+never close it); every failure is logged to stderr in one line and still
+exits 0. Events:
+
+- ``session-start``: prints the context block (`memvault context`) for the
+  session's working directory; the host adds it to the agent's context.
+- ``session-end``: imports the finished session from the transcript path
+  the host gives, in a detached process (the host does not wait for it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+from pathlib import Path
+
+from ..fs.runtime import MountRecord
+from ..locations import VAULT_ENV_VAR, chosen_vault
+
+STDIN_WAIT_S = 1.0
+INGESTED_AGENTS = {"claude": "claude", "codex": "codex"}
+
+
+def read_payload(stream=sys.stdin) -> dict:
+    """The hook's JSON object ({} if none came within STDIN_WAIT_S)."""
+    try:
+        ready, _, _ = select.select([stream], [], [], STDIN_WAIT_S)
+    except (OSError, ValueError):  # no usable stdin
+        return {}
+    if not ready:
+        return {}
+    chunks = []
+    while True:
+        chunk = os.read(stream.fileno(), 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        try:
+            value = json.loads(b"".join(chunks))
+        except ValueError:
+            if not select.select([stream], [], [], STDIN_WAIT_S)[0]:
+                break
+            continue
+        return value if isinstance(value, dict) else {}
+    return {}
+
+
+def session_start(vault: Path, payload: dict) -> None:
+    from ..mounted import MountedVault  # only now: the vault is unlocked
+    from .context import build
+
+    record = MountRecord.load(vault)
+    project = Path(payload.get("cwd") or os.getcwd())
+    with MountedVault(record) as mounted:
+        sys.stdout.write(build(mounted, project))
+
+
+def session_end(vault: Path, agent: str, payload: dict) -> None:
+    transcript = payload.get("transcript_path")
+    kind = INGESTED_AGENTS.get(agent)
+    if not transcript or kind is None or not Path(transcript).is_file():
+        return
+    subprocess.Popen(
+        [sys.executable, "-m", "memvault", "ingest", kind, "--source", transcript],
+        env={**os.environ, VAULT_ENV_VAR: str(vault)},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # outlives the hook; never asks for a passphrase
+    )
+
+
+def main(argv: list[str]) -> int:
+    try:
+        agent, event, *rest = argv
+        given = rest[1] if rest[:1] == ["--vault"] and len(rest) > 1 else None
+        vault = chosen_vault(given)
+        record = MountRecord.load(vault)
+        if record is None or not record.alive:
+            return 0  # locked: nothing to add, nothing to store
+        payload = read_payload()
+        if event == "session-start":
+            session_start(vault, payload)
+        elif event == "session-end":
+            session_end(vault, agent, payload)
+        else:
+            print(f"memvault hook: unknown event {event!r}; nothing done.", file=sys.stderr)
+    except Exception as exc:  # never fail the agent's session
+        print(f"memvault hook: skipped ({type(exc).__name__}: {exc}).", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
