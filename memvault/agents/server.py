@@ -86,16 +86,26 @@ class Done(BaseModel):
 
 
 class Tools:
-    """The tool implementations, one vault (found by its path at each call)."""
+    """The tool implementations, for one vault (found by its path at each call).
 
-    def __init__(self, vault: Path, caller: str | None = None) -> None:
+    A scoped server (``subtree``) sees only that directory, as its root: paths
+    in and out are relative to it, and searches stay inside it. A read-only
+    one has no tool that writes (and these refuse if called)."""
+
+    def __init__(
+        self, vault: Path, caller: str | None = None, subtree: str = "", read_only: bool = False
+    ) -> None:
         self.vault = vault
-        self.caller = caller  # who asks: for the audit trail and scoped views to come
+        self.caller = caller  # who asks: for the audit trail to come
+        self.subtree = paths.normalize(subtree, allow_root=True)
+        self.read_only = read_only
 
     @contextmanager
-    def memories(self) -> Iterator[MountedVault]:
+    def memories(self, *, writing: bool = False) -> Iterator[MountedVault]:
         """The live mount, or a ToolError saying what to do; memvault errors become
         tool errors with their one sentence."""
+        if writing and self.read_only:
+            raise ToolError("This memory view is read-only.")
         record = serving_daemon(self.vault)
         if record is None:
             raise ToolError(LOCKED)
@@ -103,26 +113,42 @@ class Tools:
             with MountedVault(record) as mounted:
                 yield mounted
         except MemvaultError as exc:
-            raise ToolError(str(exc)) from None
+            raise ToolError(self._scoped(str(exc))) from None
 
     def vault_path(self, path: str, mounted: MountedVault, *, root: bool = False) -> str:
-        """A path as the agent gave it: vault-relative, or absolute under the mount."""
-        given = path.strip()
-        mountpoint = str(mounted.root)
-        if given == mountpoint:
-            given = ""
-        elif given.startswith(mountpoint + "/"):
-            given = given[len(mountpoint) + 1 :]
+        """The vault path of a path as the agent gave it: relative to the view's
+        root, or absolute under the mount (then it must lie inside the view)."""
+        given, mountpoint = path.strip(), str(mounted.root)
+        absolute = given == mountpoint or given.startswith(mountpoint + "/")
+        rel = given[len(mountpoint) :] if absolute else given
+        inside = self.subtree and not absolute
         try:
-            return paths.normalize(given, allow_root=root)
+            full = paths.normalize(
+                f"{self.subtree}/{rel.lstrip('/')}" if inside else rel, allow_root=True
+            )
+            if self.subtree and not paths.is_within(full, self.subtree):
+                raise ToolError(f"{path} is outside this memory view.")
+            if not root and full == self.subtree:
+                raise ToolError(f"{path or 'The path'} names a directory, not a memory.")
+            return full
         except MemvaultError as exc:
-            raise ToolError(str(exc)) from None
+            raise ToolError(self._scoped(str(exc))) from None
+
+    def shown(self, full: str) -> str:
+        """A vault path as the agent sees it (relative to the view)."""
+        return full[len(self.subtree) + 1 :] if self.subtree else full
+
+    def _scoped(self, message: str) -> str:
+        """Errors name paths as the agent knows them."""
+        if not self.subtree:
+            return message
+        return message.replace(f"'{self.subtree}/", "'").replace(f"{self.subtree}/", "")
 
     # -- the tools -----------------------------------------------------------------
 
     def search(self, query: str, k: int = 10, path_prefix: str = "") -> SearchResults:
         with self.memories() as mounted:
-            prefix = self.vault_path(path_prefix, mounted, root=True) if path_prefix else ""
+            prefix = self.vault_path(path_prefix, mounted, root=True)
             try:
                 name = Query(query, k, prefix, as_json=True).file_name()
                 if len(name.encode()) > paths.MAX_NAME_BYTES:
@@ -134,7 +160,10 @@ class Tools:
                 raise ToolError(f"The search failed: {exc.strerror}.") from None
         if "error" in doc:
             raise ToolError(f"Search is unavailable: {doc['error']}")
-        hits = [Hit(**{f: r[f] for f in Hit.model_fields}) for r in doc["results"]]
+        hits = [
+            Hit(**{f: r[f] for f in Hit.model_fields} | {"path": self.shown(r["path"])})
+            for r in doc["results"]
+        ]
         return SearchResults(query=doc["query"], results=hits)
 
     def read(self, path: str, start_line: int = 1, end_line: int | None = None) -> Text:
@@ -147,7 +176,7 @@ class Tools:
         last = len(lines) if end_line is None else min(end_line, len(lines))
         content = "".join(lines[start_line - 1 : last])
         return Text(
-            path=norm,
+            path=self.shown(norm),
             content=content,
             start_line=start_line,
             end_line=max(last, start_line - 1),
@@ -155,52 +184,53 @@ class Tools:
         )
 
     def write(self, path: str, content: str) -> Done:
-        with self.memories() as mounted:
+        with self.memories(writing=True) as mounted:
             norm = self.vault_path(path, mounted)
             existed = mounted.exists(norm)
             meta = mounted.put(norm, content.encode())
         verb = "replaced" if existed else "created"
-        return Done(path=norm, detail=f"{verb}: {meta.size} bytes")
+        return Done(path=self.shown(norm), detail=f"{verb}: {meta.size} bytes")
 
     def append(self, path: str, content: str) -> Done:
-        with self.memories() as mounted:
+        with self.memories(writing=True) as mounted:
             norm = self.vault_path(path, mounted)
             meta = mounted.append(norm, content.encode())
-        return Done(path=norm, detail=f"appended: now {meta.size} bytes")
+        return Done(path=self.shown(norm), detail=f"appended: now {meta.size} bytes")
 
     def list(self, directory: str = "") -> Listing:
         with self.memories() as mounted:
             norm = self.vault_path(directory, mounted, root=True)
             found = mounted.list(norm)
-        return Listing(entries=[_entry(meta) for _, meta in found])
+        return Listing(entries=[self._entry(meta) for _, meta in found])
 
     def move(self, source: str, destination: str) -> Done:
-        with self.memories() as mounted:
+        with self.memories(writing=True) as mounted:
             src = self.vault_path(source, mounted)
             dst = self.vault_path(destination, mounted)
             mounted.rename(src, dst)
-        return Done(path=dst, detail=f"moved from {src}")
+        return Done(path=self.shown(dst), detail=f"moved from {self.shown(src)}")
 
     def forget(self, path: str, recursive: bool = False) -> Done:
-        with self.memories() as mounted:
+        with self.memories(writing=True) as mounted:
             norm = self.vault_path(path, mounted)
             count = mounted.delete(norm, recursive=recursive)
-        return Done(path=norm, detail=f"crypto-shredded {count} record(s): gone for good")
+        return Done(
+            path=self.shown(norm), detail=f"crypto-shredded {count} record(s): gone for good"
+        )
 
     def recent(self, limit: int = 10, path_prefix: str = "") -> Listing:
         if not 1 <= limit <= RECENT_MAX:
             raise ToolError(f"limit must be between 1 and {RECENT_MAX}.")
         with self.memories() as mounted:
-            prefix = self.vault_path(path_prefix, mounted, root=True) if path_prefix else ""
+            prefix = self.vault_path(path_prefix, mounted, root=True)
             found = [m for m in mounted.walk(prefix) if m.type == FILE]
         found.sort(key=lambda m: m.mtime_ns, reverse=True)
-        return Listing(entries=[_entry(meta) for meta in found[:limit]])
+        return Listing(entries=[self._entry(meta) for meta in found[:limit]])
 
-
-def _entry(meta: Meta) -> Entry:
-    kind = "directory" if meta.type == DIRECTORY else "file" if meta.type == FILE else "symlink"
-    when = datetime.fromtimestamp(meta.mtime_ns / 1e9, UTC).isoformat(timespec="seconds")
-    return Entry(path=meta.path, type=kind, size=meta.size, modified=when)
+    def _entry(self, meta: Meta) -> Entry:
+        kind = "directory" if meta.type == DIRECTORY else "file" if meta.type == FILE else "symlink"
+        when = datetime.fromtimestamp(meta.mtime_ns / 1e9, UTC).isoformat(timespec="seconds")
+        return Entry(path=self.shown(meta.path), type=kind, size=meta.size, modified=when)
 
 
 READ_ONLY = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
@@ -227,10 +257,17 @@ class _Server(MCPServer):
             raise ToolError(f"Bad arguments for {name} ({problems}).") from None
 
 
-def build_server(vault: Path, caller: str | None = None) -> MCPServer:
-    """The MCP server for ``vault`` (its tools described for a model to choose well)."""
-    tools = Tools(vault, caller)
+def build_server(
+    vault: Path, caller: str | None = None, *, subtree: str = "", read_only: bool = False
+) -> MCPServer:
+    """The MCP server for ``vault`` (its tools described for a model to choose well),
+    seeing only ``subtree`` if given; a read-only one has no tool that writes."""
+    tools = Tools(vault, caller, subtree, read_only)
     server = _Server("memvault", instructions=INSTRUCTIONS)
+
+    def writing_tool(**options):
+        """server.tool, except on a read-only view (the model never sees these)."""
+        return (lambda fn: fn) if read_only else server.tool(**options)
 
     @server.tool(
         name="search",
@@ -254,7 +291,7 @@ def build_server(vault: Path, caller: str | None = None) -> MCPServer:
     def read(path: Path_, start_line: int = 1, end_line: int | None = None) -> Text:
         return tools.read(path, start_line, end_line)
 
-    @server.tool(
+    @writing_tool(
         name="write",
         annotations=CHANGES,
         description="Create a memory, or replace its whole content (atomically). Missing "
@@ -263,7 +300,7 @@ def build_server(vault: Path, caller: str | None = None) -> MCPServer:
     def write(path: Path_, content: str) -> Done:
         return tools.write(path, content)
 
-    @server.tool(
+    @writing_tool(
         name="append",
         annotations=CHANGES,
         description="Add text at the end of a memory (created if missing): for logs, "
@@ -280,7 +317,7 @@ def build_server(vault: Path, caller: str | None = None) -> MCPServer:
     def list_(directory: str = "") -> Listing:
         return tools.list(directory)
 
-    @server.tool(
+    @writing_tool(
         name="move",
         annotations=CHANGES,
         description="Move or rename a memory or a directory (replacing a file at the destination).",
@@ -288,7 +325,7 @@ def build_server(vault: Path, caller: str | None = None) -> MCPServer:
     def move(source: Path_, destination: Path_) -> Done:
         return tools.move(source, destination)
 
-    @server.tool(
+    @writing_tool(
         name="forget",
         annotations=DESTROYS,
         description="Crypto-shred a memory (or a directory with recursive=true): its key "

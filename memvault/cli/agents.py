@@ -8,7 +8,8 @@ import argparse
 import os
 from pathlib import Path
 
-from ..errors import NotUnlocked, UsageError
+from .. import paths
+from ..errors import MemvaultError, NotUnlocked, UsageError
 from ..mounted import MountedVault
 from . import output
 from .common import VAULT_ENV_VAR, daemon_of, default_mountpoint, vault_path
@@ -17,7 +18,14 @@ from .common import VAULT_ENV_VAR, daemon_of, default_mountpoint, vault_path
 def cmd_serve(args: argparse.Namespace) -> int:
     from ..agents.server import build_server  # the MCP SDK loads only for this command
 
-    build_server(vault_path(args), caller=args.caller).run("stdio")
+    try:
+        subtree = paths.normalize(args.subtree or "", allow_root=True)
+    except MemvaultError as exc:
+        raise UsageError(f"--subtree: {exc}") from None
+    server = build_server(
+        vault_path(args), caller=args.caller, subtree=subtree, read_only=args.read_only
+    )
+    server.run("stdio")
     return 0
 
 
@@ -89,6 +97,14 @@ def register(add) -> None:
         "--caller",
         metavar="NAME",
         help="the agent this server is for (claude, codex, cursor...), as it will be recorded",
+    )
+    p.add_argument(
+        "--subtree",
+        metavar="DIR",
+        help="show the agent only this directory of the vault, as its root",
+    )
+    p.add_argument(
+        "--read-only", action="store_true", help="offer no tool that writes, moves or forgets"
     )
     p = add(
         "context",

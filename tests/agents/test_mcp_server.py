@@ -23,10 +23,9 @@ TOOLS = {"search", "read", "write", "append", "list", "move", "forget", "recent"
 
 
 @asynccontextmanager
-async def session(env: dict[str, str], errlog):
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "memvault", "serve", "--caller", "test"], env=env
-    )
+async def session(env: dict[str, str], errlog, *options: str):
+    args = ["-m", "memvault", "serve", "--caller", "test", *options]
+    params = StdioServerParameters(command=sys.executable, args=args, env=env)
     async with stdio_client(params, errlog=errlog) as streams, ClientSession(*streams) as s:
         await s.initialize()
         yield s
@@ -184,3 +183,43 @@ def test_stdout_carries_only_the_protocol(tmp_path):
     locked, bad = replies[3]["result"], replies[4]["result"]
     assert locked["isError"] and "locked" in locked["content"][0]["text"]
     assert bad["isError"] and "path: input should be a valid string" in bad["content"][0]["text"]
+
+
+def test_a_scoped_view_sees_only_its_subtree_and_a_read_only_one_cannot_write(tmp_path):
+    errlog = (tmp_path / "serve.err").open("w+")
+    with mounted(tmp_path) as m:
+        (m.root / "projects" / "api").mkdir(parents=True)
+        (m.root / "projects" / "api" / "deploy.md").write_text("# Deploy\nmake release ships it\n")
+        (m.root / "secrets").mkdir()
+        (m.root / "secrets" / "keys.md").write_text("# Keys\nthe zanzibar signing passphrase\n")
+        secret = str(m.root / "secrets" / "keys.md")
+
+        async def scenario() -> None:
+            view = ("--subtree", "projects/api", "--read-only")
+            async with session(m.env, errlog, *view) as s:
+                names = {t.name for t in (await s.list_tools()).tools}
+                assert names == {"search", "read", "list", "recent"}
+                listed = await call(s, "list")
+                assert [e["path"] for e in listed["entries"]] == ["deploy.md"]
+                assert (await call(s, "read", path="deploy.md"))["path"] == "deploy.md"
+                assert "outside this memory view" in await refused(s, "read", path=secret)
+                assert "No memory" in await refused(s, "read", path="secrets/keys.md")
+                assert await refused(s, "read", path="../../secrets/keys.md")
+                assert await refused(s, "list", directory="..")
+                hits = await call(s, "search", query="zanzibar signing passphrase", k=5)
+                assert all("keys" not in r["path"] for r in hits["results"])
+                found = await call(s, "search", query="make release", k=5)
+                assert [r["path"] for r in found["results"]] == ["deploy.md"]
+                recent = await call(s, "recent", limit=10)
+                assert [e["path"] for e in recent["entries"]] == ["deploy.md"]
+                result = await s.call_tool("write", {"path": "x.md", "content": "no"})
+                assert result.is_error
+            async with session(m.env, errlog, "--subtree", "projects/api") as s:
+                done = await call(s, "write", path="notes.md", content="# Notes\nscoped\n")
+                assert done["path"] == "notes.md"
+                assert (m.root / "projects" / "api" / "notes.md").read_text() == "# Notes\nscoped\n"
+                assert not (m.root / "notes.md").exists()
+
+        anyio.run(scenario)
+    errlog.seek(0)
+    assert "Traceback" not in errlog.read()
