@@ -10,6 +10,8 @@ exits 0. Events:
   session's working directory; the host adds it to the agent's context.
 - ``session-end``: imports the finished session from the transcript path
   the host gives, in a detached process (the host does not wait for it).
+- ``notify`` (Codex's `notify` program, called after each turn with its JSON
+  as the last argument): imports that thread's rollout file the same way.
 """
 
 from __future__ import annotations
@@ -62,6 +64,16 @@ def session_start(vault: Path, payload: dict) -> None:
         sys.stdout.write(build(mounted, project))
 
 
+def codex_rollout(payload: dict) -> Path | None:
+    """The rollout file of the thread a Codex notification names."""
+    thread = str(payload.get("thread-id") or "")
+    if payload.get("type") != "agent-turn-complete" or not thread.replace("-", "").isalnum():
+        return None
+    home = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
+    found = sorted((home / "sessions").glob(f"*/*/*/rollout-*-{thread}.jsonl"))
+    return found[-1] if found else None
+
+
 def session_end(vault: Path, agent: str, payload: dict) -> None:
     transcript = payload.get("transcript_path")
     kind = INGESTED_AGENTS.get(agent)
@@ -85,11 +97,15 @@ def main(argv: list[str]) -> int:
         record = MountRecord.load(vault)
         if record is None or not record.alive:
             return 0  # locked: nothing to add, nothing to store
-        payload = read_payload()
-        if event == "session-start":
-            session_start(vault, payload)
+        if event == "notify":  # the JSON is the last argument, stdin is not used
+            payload = json.loads(rest[-1]) if rest and rest[-1].startswith("{") else {}
+            rollout = codex_rollout(payload)
+            if rollout is not None:
+                session_end(vault, agent, {"transcript_path": str(rollout)})
+        elif event == "session-start":
+            session_start(vault, read_payload())
         elif event == "session-end":
-            session_end(vault, agent, payload)
+            session_end(vault, agent, read_payload())
         else:
             print(f"memvault hook: unknown event {event!r}; nothing done.", file=sys.stderr)
     except Exception as exc:  # never fail the agent's session

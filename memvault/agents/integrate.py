@@ -169,14 +169,18 @@ def _json_list_edit(
 # -- TOML: one table -------------------------------------------------------------------
 
 
+def _load_toml(path: Path, text: str | None) -> tomlkit.TOMLDocument:
+    try:
+        return tomlkit.parse(text or "")
+    except tomlkit.exceptions.ParseError as exc:
+        raise UsageError(
+            f"{path} is not valid TOML ({exc}); fix it first, nothing was changed."
+        ) from None
+
+
 def _toml_edit(path: Path, what: str, keys: tuple[str, ...], value: dict) -> Edit:
     def load(text: str | None) -> tomlkit.TOMLDocument:
-        try:
-            return tomlkit.parse(text or "")
-        except tomlkit.exceptions.ParseError as exc:
-            raise UsageError(
-                f"{path} is not valid TOML ({exc}); fix it first, nothing was changed."
-            ) from None
+        return _load_toml(path, text)
 
     def apply(text: str | None) -> str:
         doc = load(text)
@@ -214,6 +218,38 @@ def _toml_edit(path: Path, what: str, keys: tuple[str, ...], value: dict) -> Edi
                 return False
             node = node[key]
         return node == value
+
+    return Edit(path, what, apply, remove, present)
+
+
+def _toml_key_edit(
+    path: Path, what: str, key: str, value: list, ours: Callable[[object], bool]
+) -> Edit:
+    """A top-level key, set only if absent or already ours (a user's own value,
+    say another `notify` program, is left alone: the edit is then not present)."""
+
+    def load(text: str | None) -> tomlkit.TOMLDocument:
+        return _load_toml(path, text)
+
+    def apply(text: str | None) -> str:
+        doc = load(text)
+        current = key_value(doc, key)
+        if current == value and text is not None:
+            return text
+        if current is not None and not ours(current):
+            return text if text is not None else tomlkit.dumps(doc)
+        doc[key] = value
+        return tomlkit.dumps(doc)
+
+    def remove(text: str) -> str:
+        doc = load(text)
+        if key not in doc or not ours(key_value(doc, key)):
+            return text
+        del doc[key]
+        return tomlkit.dumps(doc)
+
+    def present(text: str) -> bool:
+        return key_value(load(text), key) == value
 
     return Edit(path, what, apply, remove, present)
 
@@ -318,7 +354,15 @@ def edits_for(agent: str, home: Path, mountpoint: Path, vault: Path | None) -> l
         ]
     if agent == "codex":
         entry = {"command": command, "args": args}
+        notify = shlex.split(hook_command("codex", "notify", vault))
         return [
+            _toml_key_edit(
+                home / ".codex" / "config.toml",
+                "notify program (imports each turn)",
+                "notify",
+                notify,
+                lambda v: isinstance(v, list) and HOOK_MODULE in v,
+            ),
             _toml_edit(
                 home / ".codex" / "config.toml", "MCP server", ("mcp_servers", SERVER_NAME), entry
             ),

@@ -15,7 +15,13 @@ import pytest
 from ..conftest import KDF_ARGS, assert_one_line_error
 from ..fsutil import Mount, make_env, mounted
 
-TRANSCRIPT = Path(__file__).resolve().parents[1] / "data/traces/claude/real/spotter/short.jsonl"
+DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
+TRANSCRIPT = DATA / "claude/real/spotter/short.jsonl"
+THREAD = "d1d1d1d1-1111-4111-8111-111111111111"
+ROLLOUT = (
+    DATA
+    / f"codex/synthetic/potsherd/sessions/2099/01/02/rollout-2099-01-02T08-30-00-{THREAD}.jsonl"
+)
 
 
 def session_start(cwd: Path) -> dict:
@@ -118,12 +124,42 @@ def test_session_start_gives_context_and_session_end_imports_the_session(tmp_pat
         shutil.copy(TRANSCRIPT, transcript)
         ended = hook(m.env, "session-end", session_end(project, transcript))
         assert (ended.returncode, ended.stdout, ended.stderr) == (0, b"", b"")
-        deadline = time.monotonic() + 90  # imported by a detached process
-        while time.monotonic() < deadline:
-            found = m.cli("search", "--json", "phx.server doesnt seem to start", "-k", "3")
-            paths = [r["path"] for r in json.loads(found.stdout)["results"]]
-            if any(p.startswith("sessions/claude/") for p in paths):
-                break
-            time.sleep(1)
-        else:
-            pytest.fail(f"the ended session was not imported: {paths}")
+        wait_for_import(m, "phx.server doesnt seem to start", "sessions/claude/")
+
+
+def wait_for_import(m, query: str, prefix: str) -> None:
+    """Until a search finds a memory under ``prefix`` (a detached process imports it)."""
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        found = m.cli("search", "--json", query, "-k", "3")
+        paths = [r["path"] for r in json.loads(found.stdout)["results"]]
+        if any(p.startswith(prefix) for p in paths):
+            return
+        time.sleep(1)
+    pytest.fail(f"the session was not imported: {paths}")
+
+
+@pytest.mark.model
+def test_codex_notify_after_a_turn_imports_its_thread(tmp_path):
+    """Codex calls its `notify` program with the turn's JSON as the last argument."""
+    with mounted(tmp_path) as m:
+        home = tmp_path / "home"
+        sessions = home / ".codex" / "sessions" / "2099" / "01" / "02"
+        sessions.mkdir(parents=True)
+        shutil.copy(ROLLOUT, sessions / ROLLOUT.name)
+        turn = {
+            "type": "agent-turn-complete",
+            "thread-id": THREAD,
+            "turn-id": "11111111-aaaa-4aaa-8aaa-aaaaaaaaaaa1",
+            "cwd": "/tmp/potsherd-codex-demo",
+            "input-messages": ["add a changelog entry for the widget pipeline"],
+            "last-assistant-message": "Added CHANGELOG.md with the widget pipeline entry.",
+        }
+        done = subprocess.run(
+            [sys.executable, "-m", "memvault.agents.hook", "codex", "notify", json.dumps(turn)],
+            capture_output=True,
+            env={**m.env, "HOME": str(home)},
+            timeout=60,
+        )
+        assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+        wait_for_import(m, "changelog entry for the widget pipeline", "sessions/codex/")

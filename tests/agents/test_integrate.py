@@ -9,6 +9,7 @@ import os
 import stat
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -101,8 +102,10 @@ def test_integrate_keeps_the_users_settings_and_undo_restores_them(tmp_path):
     md = (home / ".claude" / "CLAUDE.md").read_text()
     assert md.startswith(CLAUDE_MD) and "search/<words>" in md
     toml = (home / ".codex" / "config.toml").read_text()
-    assert toml.startswith(CODEX_TOML), "comments and formatting kept"
+    first, table = CODEX_TOML.split("\n\n")
+    assert toml.startswith(first) and table in toml, "comments and formatting kept"
     assert "[mcp_servers.memvault]" in toml
+    assert tomllib.loads(toml)["notify"][-2:] == ["codex", "notify"]
     assert stat.S_IMODE((home / ".codex" / "config.toml").stat().st_mode) == 0o640
     assert (home / ".codex" / "AGENTS.md").read_text().count("memvault:begin") == 1
     cursor = json.loads((home / ".cursor" / "mcp.json").read_text())
@@ -119,7 +122,7 @@ def test_integrate_keeps_the_users_settings_and_undo_restores_them(tmp_path):
     listed = memvault(home, "integrate", "--list")
     assert listed.returncode == 0
     lines = listed.stdout.decode().splitlines()
-    assert len(lines) == 7 and all(" yes " in line for line in lines), lines
+    assert len(lines) == 8 and all(" yes " in line for line in lines), lines
 
     for agent in ("claude", "codex", "cursor"):
         undone = memvault(home, "integrate", agent, "--undo")
@@ -190,3 +193,17 @@ def test_the_real_agent_clis_see_the_server_and_undo_restores_their_configs(tmp_
     for agent in ("claude", "codex"):
         assert memvault(home, "integrate", agent, "--undo").returncode == 0
     assert snapshot(home, configs) == before
+
+
+def test_a_users_own_codex_notify_program_is_kept(tmp_path):
+    home = tmp_path / "home"
+    (home / ".codex").mkdir(parents=True)
+    mine = 'notify = ["notify-send", "Codex"]\n'
+    (home / ".codex" / "config.toml").write_text(mine)
+    assert memvault(home, "integrate", "codex").returncode == 0
+    config = tomllib.loads((home / ".codex" / "config.toml").read_text())
+    assert config["notify"] == ["notify-send", "Codex"] and "memvault" in config["mcp_servers"]
+    listed = memvault(home, "integrate", "codex", "--list").stdout.decode()
+    assert any(" no " in line and "notify" in line for line in listed.splitlines()), listed
+    assert memvault(home, "integrate", "codex", "--undo").returncode == 0
+    assert (home / ".codex" / "config.toml").read_text() == mine
