@@ -111,14 +111,19 @@ def _json_edit(path: Path, what: str, keys: tuple[str, ...], value: dict) -> Edi
         return _dump_json(doc)
 
     def present(text: str) -> bool:
-        node = _load_json(path, text)
-        for key in keys:
-            if not isinstance(node, dict) or key not in node:
-                return False
-            node = node[key]
-        return node == value
+        return _holds(_load_json(path, text), keys, value)
 
     return Edit(path, what, apply, remove, present)
+
+
+def _holds(doc: dict, keys: tuple[str, ...], value: object) -> bool:
+    """Whether ``doc`` has ``value`` at ``keys``."""
+    node = doc
+    for key in keys:
+        if not isinstance(node, dict) or key not in node:
+            return False
+        node = node[key]
+    return node == value
 
 
 def _json_list_edit(
@@ -212,12 +217,7 @@ def _toml_edit(path: Path, what: str, keys: tuple[str, ...], value: dict) -> Edi
         return tomlkit.dumps(doc)
 
     def present(text: str) -> bool:
-        node = load(text).unwrap()
-        for key in keys:
-            if not isinstance(node, dict) or key not in node:
-                return False
-            node = node[key]
-        return node == value
+        return _holds(load(text).unwrap(), keys, value)
 
     return Edit(path, what, apply, remove, present)
 

@@ -61,13 +61,10 @@ def cmd_integrate(args: argparse.Namespace) -> int:
                 mark = "yes" if present else "no "
                 output.data(f"{agent:7} {mark} {edit.what}: {edit.path}\n".encode())
         elif args.undo:
-            done = integrate.undo(agent, edits, home)
-            for line in done:
-                output.note(f"memvault: {line}")
-            output.note(
-                f"memvault: {agent} is no longer integrated."
-                if done
-                else f"memvault: {agent} was not integrated; nothing to undo."
+            _report(
+                integrate.undo(agent, edits, home),
+                f"{agent} is no longer integrated.",
+                f"{agent} was not integrated; nothing to undo.",
             )
         elif args.dry_run:
             changes = integrate.plan(edits)
@@ -75,15 +72,18 @@ def cmd_integrate(args: argparse.Namespace) -> int:
             if not changes:
                 output.note(f"memvault: {agent} is already integrated; nothing would change.")
         else:
-            done = integrate.apply(agent, edits, home)
-            for line in done:
-                output.note(f"memvault: {line}")
-            output.note(
-                f"memvault: {agent} integrated; restart it to load the MCP server."
-                if done
-                else f"memvault: {agent} is already integrated; nothing changed."
+            _report(
+                integrate.apply(agent, edits, home),
+                f"{agent} integrated; restart it to load the MCP server and hooks.",
+                f"{agent} is already integrated; nothing changed.",
             )
     return 0
+
+
+def _report(done: list[str], changed: str, unchanged: str) -> None:
+    for line in done:
+        output.note(f"memvault: {line}")
+    output.note(f"memvault: {changed if done else unchanged}")
 
 
 def register(add) -> None:
