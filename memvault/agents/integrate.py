@@ -406,14 +406,18 @@ def plan(edits: list[Edit]) -> list[tuple[Edit, str | None, str]]:
 
 
 def diff(changes: list[tuple[Edit, str | None, str]]) -> str:
-    out = []
+    """One unified diff per file, from what it holds now to what it would hold."""
+    files: dict[Path, list] = {}
     for edit, before, after in changes:
+        files.setdefault(edit.path, [before, after])[1] = after
+    out = []
+    for path, (before, after) in files.items():
         out.extend(
             difflib.unified_diff(
                 (before or "").splitlines(keepends=True),
                 after.splitlines(keepends=True),
-                fromfile=str(edit.path) if before is not None else "/dev/null",
-                tofile=str(edit.path),
+                fromfile=str(path) if before is not None else "/dev/null",
+                tofile=str(path),
             )
         )
     return "".join(out)

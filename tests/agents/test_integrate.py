@@ -82,6 +82,9 @@ def test_integrate_keeps_the_users_settings_and_undo_restores_them(tmp_path):
     assert preview.returncode == 0, preview.stderr
     assert b"+++ " + str(home / ".claude.json").encode() in preview.stdout
     assert b'"memvault"' in preview.stdout and b"memvault:begin" in preview.stdout
+    settings = str(home / ".claude" / "settings.json").encode()
+    assert preview.stdout.count(b"+++ " + settings) == 1, "one diff per file"
+    assert b"session-start" in preview.stdout and b"session-end" in preview.stdout
     assert snapshot(home) == before, "--dry-run wrote something"
 
     for agent in ("claude", "codex", "cursor"):
