@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import argparse
 import logging
+from pathlib import Path
 
+from .. import paths
+from ..errors import MemvaultError, NotUnlocked, UsageError
 from ..fs import lifecycle
 from ..hardening import harden_process
+from ..mounted import MountedVault
 from ..vault import Vault
 from . import output
 from .common import (
     DEFAULT_MOUNTPOINT,
+    daemon_of,
     default_mountpoint,
     mountpoint_of,
     open_options,
@@ -23,6 +28,10 @@ from .common import (
 def cmd_unlock(args: argparse.Namespace) -> int:
     path = vault_path(args)
     mountpoint = mountpoint_of(args)
+    if args.subtree is not None:
+        return _unlock_view(args, mountpoint)
+    if args.read_only:
+        raise UsageError("--read-only is for a view: give --subtree DIR too.")
     for done in lifecycle.prepare_mountpoint(path, mountpoint):
         output.note(f"{output.PREFIX}{done}")
     secret = passphrase(args)
@@ -42,7 +51,39 @@ def cmd_unlock(args: argparse.Namespace) -> int:
     return 0
 
 
+def _unlock_view(args: argparse.Namespace, mountpoint) -> int:
+    """A directory of the unlocked vault at a mountpoint of its own (fs/view.py)."""
+    from ..fs import view
+
+    record = daemon_of(args)
+    if record is None:
+        raise NotUnlocked(vault_path(args))
+    try:
+        subtree = paths.normalize(args.subtree)
+    except MemvaultError as exc:
+        raise UsageError(f"--subtree: {exc}") from None
+    with MountedVault(record) as mounted:
+        try:
+            mounted.list(subtree)
+        except MemvaultError:
+            raise UsageError(f"--subtree: {subtree} is not a directory of the vault.") from None
+    view.start(Path(record.mountpoint), subtree, mountpoint, record.pid, args.read_only)
+    kind = "read-only view" if args.read_only else "view"
+    output.note(
+        f"Mounted {subtree}/ of the vault at {mountpoint} ({kind}); "
+        f"`memvault lock {mountpoint}` unmounts it, and locking the vault ends it too."
+    )
+    return 0
+
+
 def cmd_lock(args: argparse.Namespace) -> int:
+    if args.mountpoint:
+        from ..fs import view
+
+        if view.is_view(mountpoint_of(args)):
+            view.unmount(mountpoint_of(args))
+            output.note(f"Unmounted the view at {mountpoint_of(args)}.")
+            return 0
     if lifecycle.serving_daemon(vault_path(args)) is not None:
         output.note("Locking (finishing shreds and compaction)...")
     given = mountpoint_of(args) if args.mountpoint else None
@@ -62,6 +103,14 @@ def register(add) -> None:
         "--foreground",
         action="store_true",
         help="stay attached and log to the terminal; Ctrl-C locks",
+    )
+    p.add_argument(
+        "--subtree",
+        metavar="DIR",
+        help="mount only this directory of the already unlocked vault (a view for an agent)",
+    )
+    p.add_argument(
+        "--read-only", action="store_true", help="with --subtree: a view that refuses writes"
     )
     p.add_argument(
         "--allow-other",
