@@ -12,7 +12,6 @@ names: what the daemon knows (counts, progress) it tells over the socket.
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import subprocess
@@ -20,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..errors import MemvaultError
+from ..locations import record_path, runtime_dir
 
 
 class MountError(MemvaultError):
@@ -27,13 +27,6 @@ class MountError(MemvaultError):
 
 
 # -- runtime records ------------------------------------------------------------
-
-
-def runtime_dir() -> Path:
-    base = os.environ.get("XDG_RUNTIME_DIR")
-    path = Path(base) / "memvault" if base else Path(f"/tmp/memvault-{os.getuid()}")
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return path
 
 
 @dataclass
@@ -45,8 +38,7 @@ class MountRecord:
 
     @staticmethod
     def path_for(vault: Path) -> Path:
-        key = hashlib.sha256(str(vault.resolve()).encode()).hexdigest()[:16]
-        return runtime_dir() / f"{key}.json"
+        return record_path(vault)
 
     @staticmethod
     def log_for(vault: Path) -> Path:

@@ -1,7 +1,9 @@
-"""Where a vault and its mount are by default (a module light enough for hooks)."""
+"""Where a vault, its mount and its runtime record are (a module light enough
+for the agents' hooks, which must answer fast on a locked vault)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -13,3 +15,17 @@ VAULT_ENV_VAR = "MEMVAULT_VAULT"
 def chosen_vault(given: str | None = None) -> Path:
     """``given`` (--vault), else $MEMVAULT_VAULT, else the default."""
     return Path(given or os.environ.get(VAULT_ENV_VAR) or DEFAULT_VAULT).expanduser()
+
+
+def runtime_dir() -> Path:
+    """Where mount records, daemon logs and control sockets live (mode 0700)."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    path = Path(base) / "memvault" if base else Path(f"/tmp/memvault-{os.getuid()}")
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
+
+
+def record_path(vault: Path) -> Path:
+    """The runtime record of the daemon serving ``vault``, while it runs."""
+    key = hashlib.sha256(str(vault.resolve()).encode()).hexdigest()[:16]
+    return runtime_dir() / f"{key}.json"

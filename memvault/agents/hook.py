@@ -19,12 +19,10 @@ from __future__ import annotations
 import json
 import os
 import select
-import subprocess
 import sys
 from pathlib import Path
 
-from ..fs.runtime import MountRecord
-from ..locations import VAULT_ENV_VAR, chosen_vault
+from ..locations import VAULT_ENV_VAR, chosen_vault, record_path
 
 STDIN_WAIT_S = 1.0
 INGESTED_AGENTS = {"claude": "claude", "codex": "codex"}
@@ -55,7 +53,8 @@ def read_payload(stream=sys.stdin) -> dict:
 
 
 def session_start(vault: Path, payload: dict) -> None:
-    from ..mounted import MountedVault  # only now: the vault is unlocked
+    from ..fs.runtime import MountRecord  # only now: the vault is unlocked
+    from ..mounted import MountedVault
     from .context import build
 
     record = MountRecord.load(vault)
@@ -79,6 +78,8 @@ def session_end(vault: Path, agent: str, payload: dict) -> None:
     kind = INGESTED_AGENTS.get(agent)
     if not transcript or kind is None or not Path(transcript).is_file():
         return
+    import subprocess
+
     subprocess.Popen(
         [sys.executable, "-m", "memvault", "ingest", kind, "--source", transcript],
         env={**os.environ, VAULT_ENV_VAR: str(vault)},
@@ -94,9 +95,13 @@ def main(argv: list[str]) -> int:
         agent, event, *rest = argv
         given = rest[1] if rest[:1] == ["--vault"] and len(rest) > 1 else None
         vault = chosen_vault(given)
+        if not record_path(vault).exists():
+            return 0  # locked: nothing to add, nothing to store (and nothing imported)
+        from ..fs.runtime import MountRecord
+
         record = MountRecord.load(vault)
         if record is None or not record.alive:
-            return 0  # locked: nothing to add, nothing to store
+            return 0  # its daemon was killed: locked too
         if event == "notify":  # the JSON is the last argument, stdin is not used
             payload = json.loads(rest[-1]) if rest and rest[-1].startswith("{") else {}
             rollout = codex_rollout(payload)
