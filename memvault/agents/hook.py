@@ -12,6 +12,9 @@ exits 0. Events:
   the host gives, in a detached process (the host does not wait for it).
 - ``notify`` (Codex's `notify` program, called after each turn with its JSON
   as the last argument): imports that thread's rollout file the same way.
+- ``stop`` (Cursor, when its agent loop ends): imports Cursor's histories
+  from their usual places (an import skips what it has already), and answers
+  Cursor with an empty JSON object, as it expects, locked or not.
 """
 
 from __future__ import annotations
@@ -78,10 +81,15 @@ def session_end(vault: Path, agent: str, payload: dict) -> None:
     kind = INGESTED_AGENTS.get(agent)
     if not transcript or kind is None or not Path(transcript).is_file():
         return
+    _import_detached(vault, [kind, "--source", transcript])
+
+
+def _import_detached(vault: Path, what: list[str]) -> None:
+    """`memvault ingest WHAT...` in a process of its own: the host does not wait."""
     import subprocess
 
     subprocess.Popen(
-        [sys.executable, "-m", "memvault", "ingest", kind, "--source", transcript],
+        [sys.executable, "-m", "memvault", "ingest", *what],
         env={**os.environ, VAULT_ENV_VAR: str(vault)},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -91,6 +99,8 @@ def session_end(vault: Path, agent: str, payload: dict) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["cursor"]:
+        print("{}", flush=True)  # Cursor reads a JSON answer from every hook
     try:
         agent, event, *rest = argv
         given = rest[1] if rest[:1] == ["--vault"] and len(rest) > 1 else None
@@ -111,6 +121,9 @@ def main(argv: list[str]) -> int:
             session_start(vault, read_payload())
         elif event == "session-end":
             session_end(vault, agent, read_payload())
+        elif event == "stop" and agent == "cursor":
+            read_payload()  # which conversation does not matter: the import skips what it has
+            _import_detached(vault, ["cursor"])
         else:
             print(f"memvault hook: unknown event {event!r}; nothing done.", file=sys.stderr)
     except Exception as exc:  # never fail the agent's session

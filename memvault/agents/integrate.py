@@ -127,10 +127,17 @@ def _holds(doc: dict, keys: tuple[str, ...], value: object) -> bool:
 
 
 def _json_list_edit(
-    path: Path, what: str, keys: tuple[str, ...], item: dict, ours: Callable[[object], bool]
+    path: Path,
+    what: str,
+    keys: tuple[str, ...],
+    item: dict,
+    ours: Callable[[object], bool],
+    defaults: dict | None = None,
 ) -> Edit:
     """``item`` in the list at ``keys`` (made if missing); ``ours`` recognises the
-    items memvault put there, in this version or another."""
+    items memvault put there, in this version or another. ``defaults`` are
+    top-level keys the file needs, set if missing (and left by an undo that
+    cannot restore the file whole: they are the file format's, not ours)."""
 
     def items(doc: dict, make: bool) -> list | None:
         node = doc
@@ -146,10 +153,11 @@ def _json_list_edit(
         found = items(doc, make=True)
         if found is None:
             raise UsageError(f"{path}: {'.'.join(keys)} is not a list; nothing was changed.")
-        if found.count(item) == 1 and sum(map(ours, found)) == 1 and text is not None:
-            return text
+        missing = {k: v for k, v in (defaults or {}).items() if k not in doc}
+        if found.count(item) == 1 and sum(map(ours, found)) == 1 and not missing:
+            return text if text is not None else _dump_json(doc)
         found[:] = [x for x in found if not ours(x)] + [item]
-        return _dump_json(doc)
+        return _dump_json({**missing, **doc})
 
     def remove(text: str) -> str:
         doc = _load_json(path, text)
@@ -326,9 +334,11 @@ def hook_command(agent: str, event: str, vault: Path | None) -> str:
 
 def _is_our_hook(group: object) -> bool:
     hooks = group.get("hooks") if isinstance(group, dict) else None
-    return isinstance(hooks, list) and any(
-        isinstance(h, dict) and HOOK_MODULE in str(h.get("command", "")) for h in hooks
-    )
+    return isinstance(hooks, list) and any(map(_is_our_command, hooks))
+
+
+def _is_our_command(entry: object) -> bool:
+    return isinstance(entry, dict) and HOOK_MODULE in str(entry.get("command", ""))
 
 
 def _claude_hook(home: Path, event: str, name: str, vault: Path | None) -> Edit:
@@ -370,9 +380,18 @@ def edits_for(agent: str, home: Path, mountpoint: Path, vault: Path | None) -> l
         ]
     if agent == "cursor":
         entry = {"command": command, "args": args}
+        stop = {"command": hook_command("cursor", "stop", vault)}
         return [
             _json_edit(
                 home / ".cursor" / "mcp.json", "MCP server", ("mcpServers", SERVER_NAME), entry
+            ),
+            _json_list_edit(
+                home / ".cursor" / "hooks.json",
+                "stop hook (imports sessions)",
+                ("hooks", "stop"),
+                stop,
+                _is_our_command,
+                defaults={"version": 1},
             ),
         ]
     raise UsageError(f"Unknown agent {agent!r}: choose one of {', '.join(AGENTS)}.")

@@ -58,6 +58,23 @@ def hook(env: dict, event: str, payload: dict | None) -> subprocess.CompletedPro
     )
 
 
+CURSOR_PROJECT = (
+    DATA / "cursor/agent-transcripts/synthetic-potsherd/projects/Users-example-demo-app"
+)
+
+
+def cursor_stop(tmp_path: Path) -> dict:
+    """Cursor's `stop` hook input (common fields, then the event's own)."""
+    return {
+        "hook_event_name": "stop",
+        "conversation_id": "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa",
+        "generation_id": "gen-1",
+        "workspace_roots": [str(tmp_path)],
+        "status": "completed",
+        "loop_count": 0,
+    }
+
+
 def test_on_a_locked_vault_hooks_say_nothing_and_succeed(tmp_path):
     env = make_env(tmp_path)
     for event, payload in [
@@ -67,6 +84,14 @@ def test_on_a_locked_vault_hooks_say_nothing_and_succeed(tmp_path):
     ]:
         done = hook(env, event, payload)
         assert (done.returncode, done.stdout, done.stderr) == (0, b"", b""), done
+    done = subprocess.run(
+        [sys.executable, "-m", "memvault.agents.hook", "cursor", "stop"],
+        input=json.dumps(cursor_stop(tmp_path)).encode(),
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"{}\n", b""), done
     mount = Mount(tmp_path / "mnt", Path(env["MEMVAULT_VAULT"]), env)
     assert mount.cli("init", *KDF_ARGS).returncode == 0
     assert hook(env, "session-start", session_start(tmp_path)).stdout == b""
@@ -163,3 +188,19 @@ def test_codex_notify_after_a_turn_imports_its_thread(tmp_path):
         )
         assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
         wait_for_import(m, "changelog entry for the widget pipeline", "sessions/codex/")
+
+
+@pytest.mark.model
+def test_cursor_stop_imports_its_sessions(tmp_path):
+    with mounted(tmp_path) as m:
+        home = tmp_path / "home"
+        shutil.copytree(CURSOR_PROJECT, home / ".cursor" / "projects" / CURSOR_PROJECT.name)
+        done = subprocess.run(
+            [sys.executable, "-m", "memvault.agents.hook", "cursor", "stop"],
+            input=json.dumps(cursor_stop(tmp_path)).encode(),
+            capture_output=True,
+            env={**m.env, "HOME": str(home)},
+            timeout=60,
+        )
+        assert (done.returncode, done.stdout, done.stderr) == (0, b"{}\n", b"")
+        wait_for_import(m, "every test that touches the router", "sessions/cursor/")

@@ -40,6 +40,7 @@ command = "docs-mcp"
 args = ["--stdio"]
 """
 CURSOR_JSON = {"mcpServers": {"linear": {"url": "https://mcp.linear.app/sse"}}}
+CURSOR_HOOKS = {"version": 1, "hooks": {"afterFileEdit": [{"command": "prettier --write"}]}}
 
 
 def memvault(home: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -59,6 +60,7 @@ def user_configs(home: Path) -> None:
     (home / ".codex" / "config.toml").write_text(CODEX_TOML)
     (home / ".cursor").mkdir()
     (home / ".cursor" / "mcp.json").write_text(json.dumps(CURSOR_JSON))
+    (home / ".cursor" / "hooks.json").write_text(json.dumps(CURSOR_HOOKS))
     os.chmod(home / ".codex" / "config.toml", 0o640)
 
 
@@ -113,8 +115,13 @@ def test_integrate_keeps_the_users_settings_and_undo_restores_them(tmp_path):
     assert (home / ".codex" / "AGENTS.md").read_text().count("memvault:begin") == 1
     cursor = json.loads((home / ".cursor" / "mcp.json").read_text())
     assert set(cursor["mcpServers"]) == {"linear", "memvault"}
+    hooks = json.loads((home / ".cursor" / "hooks.json").read_text())
+    assert hooks["version"] == 1 and hooks["hooks"]["afterFileEdit"] == [
+        {"command": "prettier --write"}
+    ]
+    assert "memvault.agents.hook cursor stop" in hooks["hooks"]["stop"][0]["command"]
     backups = sorted(p.name for p in home.rglob("*.memvault-backup-*"))
-    assert len(backups) == 5, backups  # the five files that existed; AGENTS.md is new
+    assert len(backups) == 6, backups  # the six files that existed; AGENTS.md is new
     backup = next(home.rglob("config.toml.memvault-backup-*"))
     assert backup.read_text() == CODEX_TOML and stat.S_IMODE(backup.stat().st_mode) == 0o640
 
@@ -125,7 +132,7 @@ def test_integrate_keeps_the_users_settings_and_undo_restores_them(tmp_path):
     listed = memvault(home, "integrate", "--list")
     assert listed.returncode == 0
     lines = listed.stdout.decode().splitlines()
-    assert len(lines) == 8 and all(" yes " in line for line in lines), lines
+    assert len(lines) == 9 and all(" yes " in line for line in lines), lines
 
     for agent in ("claude", "codex", "cursor"):
         undone = memvault(home, "integrate", agent, "--undo")
