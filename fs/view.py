@@ -305,16 +305,15 @@ class View(pyfuse3.Operations):
 
     @_errors
     async def unlink(self, parent_inode, name, ctx):
-        path = self._child(parent_inode, name)
-        with self._parent(path) as (fd, last):
-            os.unlink(last, dir_fd=fd)
-        self._gone(path)
+        self._remove(self._child(parent_inode, name), os.unlink)
 
     @_errors
     async def rmdir(self, parent_inode, name, ctx):
-        path = self._child(parent_inode, name)
+        self._remove(self._child(parent_inode, name), os.rmdir)
+
+    def _remove(self, path: str, remove) -> None:
         with self._parent(path) as (fd, last):
-            os.rmdir(last, dir_fd=fd)
+            remove(last, dir_fd=fd)
         self._gone(path)
 
     @_errors
