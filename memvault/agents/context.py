@@ -44,37 +44,23 @@ def project_names(project: Path) -> list[str]:
     return [n for n in names if n]
 
 
-def _own_files(mounted: MountedVault, names: list[str]) -> list[str]:
-    """The project's memory files: projects/<name>.md and the files of projects/<name>/."""
-    found = []
+def _project_files(mounted: MountedVault, names: list[str]) -> tuple[list[str], list]:
+    """The project's memory files (projects/<name>.md and the files directly in
+    projects/<name>/), and every file below its directories, walked once (not
+    the whole vault: a big one would cost a stat per memory at every start)."""
+    own, tree = [], []
     for name in names:
         try:
             base = paths.join(PROJECTS, paths.check_name(name))
-        except MemvaultError:
-            continue
-        if mounted.exists(base + ".md"):
-            found.append(base + ".md")
-        if mounted.exists(base):
-            try:
-                listed = mounted.list(base)
-            except MemvaultError:
-                continue
-            found += [meta.path for _, meta in listed if meta.type == FILE]
-    return list(dict.fromkeys(found))
-
-
-def _project_tree(mounted: MountedVault, names: list[str]) -> list:
-    """Every file below the project's directories (not the whole vault: a big one
-    would cost a stat per memory at every session start)."""
-    found = []
-    for name in names:
-        try:
-            base = paths.join(PROJECTS, paths.check_name(name))
+            if mounted.exists(base + ".md"):
+                own.append(base + ".md")
             if mounted.exists(base):
-                found += [m for m in mounted.walk(base) if m.type == FILE]
+                below = [m for m in mounted.walk(base) if m.type == FILE]
+                own += [m.path for m in below if paths.parent(m.path) == base]
+                tree += below
         except MemvaultError:
             continue
-    return found
+    return list(dict.fromkeys(own)), tree
 
 
 def _search(mounted: MountedVault, text: str) -> list[dict]:
@@ -110,7 +96,7 @@ def build(mounted: MountedVault, project: Path, budget: int = DEFAULT_BUDGET) ->
         f'Memories: {root} (also the `memvault` MCP tools). Search: cat "{root}/search/<words>". '
         f"Save durable facts under {root}/{PROJECTS}/{names[0]}/."
     )
-    own = _own_files(mounted, names)
+    own, tree = _project_files(mounted, names)
     if own and add("\n## This project's memory"):
         for path in own:
             title = f"### {root}/{path}"
@@ -133,7 +119,7 @@ def build(mounted: MountedVault, project: Path, budget: int = DEFAULT_BUDGET) ->
             shown.add(r["path"])
 
     recent = sorted(
-        (m for m in _project_tree(mounted, names) if m.path not in shown),
+        (m for m in tree if m.path not in shown),
         key=lambda m: m.mtime_ns,
         reverse=True,
     )[:5]

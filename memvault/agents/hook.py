@@ -28,7 +28,8 @@ from pathlib import Path
 from ..locations import VAULT_ENV_VAR, chosen_vault, record_path
 
 STDIN_WAIT_S = 1.0
-INGESTED_AGENTS = {"claude": "claude", "codex": "codex"}
+TRANSCRIPT_AGENTS = {"claude", "codex"}
+"""Agents whose session files `memvault ingest AGENT --source FILE` reads."""
 
 
 def read_payload(stream=sys.stdin) -> dict:
@@ -55,12 +56,10 @@ def read_payload(stream=sys.stdin) -> dict:
     return {}
 
 
-def session_start(vault: Path, payload: dict) -> None:
-    from ..fs.runtime import MountRecord  # only now: the vault is unlocked
-    from ..mounted import MountedVault
+def session_start(record, payload: dict) -> None:
+    from ..mounted import MountedVault  # only now: the vault is unlocked
     from .context import build
 
-    record = MountRecord.load(vault)
     project = Path(payload.get("cwd") or os.getcwd())
     with MountedVault(record) as mounted:
         sys.stdout.write(build(mounted, project))
@@ -76,12 +75,10 @@ def codex_rollout(payload: dict) -> Path | None:
     return found[-1] if found else None
 
 
-def session_end(vault: Path, agent: str, payload: dict) -> None:
-    transcript = payload.get("transcript_path")
-    kind = INGESTED_AGENTS.get(agent)
-    if not transcript or kind is None or not Path(transcript).is_file():
-        return
-    _import_detached(vault, [kind, "--source", transcript])
+def session_end(vault: Path, agent: str, transcript: str | None) -> None:
+    """Import one session file (the transcript a host names, or Codex's rollout)."""
+    if transcript and agent in TRANSCRIPT_AGENTS and Path(transcript).is_file():
+        _import_detached(vault, [agent, "--source", transcript])
 
 
 def _import_detached(vault: Path, what: list[str]) -> None:
@@ -115,12 +112,11 @@ def main(argv: list[str]) -> int:
         if event == "notify":  # the JSON is the last argument, stdin is not used
             payload = json.loads(rest[-1]) if rest and rest[-1].startswith("{") else {}
             rollout = codex_rollout(payload)
-            if rollout is not None:
-                session_end(vault, agent, {"transcript_path": str(rollout)})
+            session_end(vault, agent, str(rollout) if rollout else None)
         elif event == "session-start":
-            session_start(vault, read_payload())
+            session_start(record, read_payload())
         elif event == "session-end":
-            session_end(vault, agent, read_payload())
+            session_end(vault, agent, read_payload().get("transcript_path"))
         elif event == "stop" and agent == "cursor":
             read_payload()  # which conversation does not matter: the import skips what it has
             _import_detached(vault, ["cursor"])

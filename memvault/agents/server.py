@@ -142,7 +142,7 @@ class Tools:
         """Errors name paths as the agent knows them."""
         if not self.subtree:
             return message
-        return message.replace(f"'{self.subtree}/", "'").replace(f"{self.subtree}/", "")
+        return message.replace(f"{self.subtree}/", "")
 
     # -- the tools -----------------------------------------------------------------
 
