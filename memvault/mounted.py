@@ -19,13 +19,17 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import paths
-from .errors import MemvaultError, TooLarge, VaultLocked, from_errno
+from .errors import MemvaultError, QueryTooLong, TooLarge, VaultLocked, from_errno
 from .fs import control
-from .fs.runtime import MountRecord, mount_device, pid_alive
+from .fs.runtime import MountError, MountRecord, mount_device, pid_alive
 from .vault import MAX_MEMORY_SIZE
 from .vault.records import DIRECTORY, FILE, SYMLINK, Meta
+
+if TYPE_CHECKING:
+    from .search import Query
 
 _DEAD = {errno.ENOTCONN, errno.ENODEV, errno.ECONNABORTED}  # the mount's connection is gone
 
@@ -247,6 +251,18 @@ class MountedVault:
                 )
         except OSError as exc:
             raise self._error(exc, src) from None
+
+    def search(self, query: Query) -> bytes:
+        """The daemon's answer to ``query``: the file search/<query> (whose name is
+        bound by the name limit, so a long query is QueryTooLong)."""
+        name = query.file_name()
+        size = len(name.encode())
+        if size > paths.MAX_NAME_BYTES:
+            raise QueryTooLong(size, paths.MAX_NAME_BYTES)
+        try:
+            return (self.root / "search" / name).read_bytes()
+        except OSError as exc:
+            raise MountError(f"The search through {self.root} failed: {exc.strerror}.") from None
 
     def compact(self) -> tuple[int, int]:
         """Asked of the daemon, which answers once the compaction is done."""

@@ -64,14 +64,11 @@ def _project_files(mounted: MountedVault, names: list[str]) -> tuple[list[str], 
 
 
 def _search(mounted: MountedVault, text: str) -> list[dict]:
-    name = Query(text, SEARCHED, "", as_json=True).file_name()
-    if len(name.encode()) > paths.MAX_NAME_BYTES:
-        return []
+    """The best matches for ``text`` (none if the search cannot answer)."""
     try:
-        doc = json.loads((mounted.root / "search" / name).read_bytes())
-    except (OSError, ValueError):
+        return json.loads(mounted.search(Query(text, SEARCHED, "", as_json=True)))["results"]
+    except (MemvaultError, ValueError, KeyError):
         return []
-    return doc.get("results", [])
 
 
 def build(mounted: MountedVault, project: Path, budget: int = DEFAULT_BUDGET) -> str:

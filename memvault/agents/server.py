@@ -149,15 +149,7 @@ class Tools:
     def search(self, query: str, k: int = 10, path_prefix: str = "") -> SearchResults:
         with self.memories() as mounted:
             prefix = self.vault_path(path_prefix, mounted, root=True)
-            try:
-                name = Query(query, k, prefix, as_json=True).file_name()
-                if len(name.encode()) > paths.MAX_NAME_BYTES:
-                    raise ToolError("The query is too long: shorten it to a few key words.")
-                doc = json.loads((mounted.root / "search" / name).read_bytes())
-            except MemvaultError as exc:
-                raise ToolError(str(exc)) from None
-            except OSError as exc:
-                raise ToolError(f"The search failed: {exc.strerror}.") from None
+            doc = json.loads(mounted.search(Query(query, k, prefix, as_json=True)))
         if "error" in doc:
             raise ToolError(f"Search is unavailable: {doc['error']}")
         hits = [

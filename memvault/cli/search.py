@@ -5,12 +5,10 @@ unlocked, whose index is ready; in process otherwise."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from .. import paths, search
-from ..errors import QueryTooLong
+from .. import search
 from ..fs import control
-from ..fs.runtime import MountError
+from ..mounted import MountedVault
 from . import output
 from .common import daemon_of, open_in_process
 
@@ -19,7 +17,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     query = search.Query(" ".join(args.query), search.to_k(args.k), args.prefix or "", args.json)
     record = daemon_of(args)
     if record is not None:  # the daemon's index answers at once
-        output.data(_search_through_mount(Path(record.mountpoint), query.file_name()))
+        with MountedVault(record) as mounted:
+            output.data(mounted.search(query))
         return 0
     with open_in_process(args, readonly=True) as vault:
         service = search.open_search(vault)
@@ -29,17 +28,6 @@ def cmd_search(args: argparse.Namespace) -> int:
         results = service.search(query)
     output.data(search.render(query, results))
     return 0
-
-
-def _search_through_mount(mountpoint: Path, name: str) -> bytes:
-    """The query is a file name under search/, so it is bound by the name limit."""
-    size = len(name.encode())
-    if size > paths.MAX_NAME_BYTES:
-        raise QueryTooLong(size, paths.MAX_NAME_BYTES)
-    try:
-        return (mountpoint / "search" / name).read_bytes()
-    except OSError as exc:
-        raise MountError(f"The search through {mountpoint} failed: {exc.strerror}.") from None
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
