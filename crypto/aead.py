@@ -2,11 +2,22 @@
 
 A sealed message is ``nonce (24) || ciphertext || tag (16)``. The key is passed
 to libsodium straight from its buffer, so it is never copied into ``bytes``.
+
+Messages of LARGE_MESSAGE bytes or more (file chunks) take a second road to
+the same bytes: XChaCha20-Poly1305 is, by definition, ChaCha20-Poly1305
+(RFC 8439) under the subkey HChaCha20(key, nonce[:16]) with the nonce
+``0000 || nonce[16:]``. libsodium derives the subkey; OpenSSL's
+ChaCha20-Poly1305 (AVX-512 here: 2.5 times libsodium's AVX2 code on 64 KiB)
+does the rest. Both roads read and write each other's messages (tested).
+The subkey opens that one message only; it is handed to OpenSSL as ``bytes``.
 """
 
 from __future__ import annotations
 
+import cffi
 import nacl._sodium as _sodium
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
 NONCE_SIZE = 24
 TAG_SIZE = 16
@@ -21,6 +32,37 @@ _lib = _sodium.lib
 # module calls libsodium directly, so it does it itself.
 if _lib.sodium_init() < 0:  # pragma: no cover - only on a broken libsodium
     raise ImportError("libsodium could not be initialised")
+
+LARGE_MESSAGE = 16 << 10
+"""From this size on, OpenSSL's ChaCha20-Poly1305 is faster despite its setup."""
+_IETF_NONCE_PREFIX = bytes(4)
+
+
+def _load_hchacha20():
+    """libsodium's HChaCha20 (PyNaCl's bindings leave it out; its library has it)."""
+    ffi = cffi.FFI()
+    ffi.cdef(
+        "int crypto_core_hchacha20(unsigned char *out, const unsigned char *in,"
+        " const unsigned char *k, const unsigned char *c);"
+    )
+    try:
+        return ffi, ffi.dlopen(_sodium.__file__).crypto_core_hchacha20
+    except (OSError, AttributeError):  # pragma: no cover - a PyNaCl built otherwise
+        return ffi, None
+
+
+_hffi, _hchacha20 = _load_hchacha20()
+
+
+def _ietf(key: bytes | bytearray, nonce: bytes | memoryview) -> tuple[ChaCha20Poly1305, bytes]:
+    """The RFC 8439 cipher and nonce that XChaCha20-Poly1305 is under ``nonce``."""
+    subkey = bytearray(32)
+    _hchacha20(
+        _hffi.from_buffer(subkey), _hffi.from_buffer(nonce[:16]), _hffi.from_buffer(key), _hffi.NULL
+    )
+    cipher = ChaCha20Poly1305(bytes(subkey))
+    subkey[:] = bytes(32)
+    return cipher, _IETF_NONCE_PREFIX + bytes(nonce[16:NONCE_SIZE])
 
 
 class DecryptionError(Exception):
@@ -49,9 +91,15 @@ def seal(
     if size < len(plaintext):
         raise ValueError("padded length is shorter than the plaintext")
     out = bytearray(NONCE_SIZE + size + TAG_SIZE)
-    out[NONCE_SIZE : NONCE_SIZE + len(plaintext)] = plaintext
     out_buf = _ffi.from_buffer(out)
     _lib.randombytes(out_buf, NONCE_SIZE)
+    if size >= LARGE_MESSAGE and _hchacha20 is not None:
+        if size > len(plaintext):
+            plaintext = bytes(plaintext) + bytes(size - len(plaintext))
+        cipher, nonce = _ietf(key, memoryview(out)[:NONCE_SIZE])
+        cipher.encrypt_into(nonce, plaintext, ad, memoryview(out)[NONCE_SIZE:])
+        return bytes(out)
+    out[NONCE_SIZE : NONCE_SIZE + len(plaintext)] = plaintext
     rc = _lib.crypto_aead_xchacha20poly1305_ietf_encrypt(
         out_buf + NONCE_SIZE,
         _ffi.NULL,  # the ciphertext length is known: size + TAG_SIZE
@@ -84,6 +132,15 @@ def open_sealed(
         out = bytearray(plain_len)
     elif len(out) != plain_len:
         raise ValueError("output buffer has the wrong size")
+    if plain_len >= LARGE_MESSAGE and _hchacha20 is not None:
+        view = memoryview(sealed)
+        cipher, nonce = _ietf(key, view[:NONCE_SIZE])
+        try:
+            cipher.decrypt_into(nonce, view[NONCE_SIZE:], ad, out)
+        except InvalidTag:
+            out[:] = bytes(plain_len)  # whatever a forgery decrypted to is not kept
+            raise DecryptionError("authentication failed") from None
+        return out
     sealed_buf = _ffi.from_buffer(sealed)
     rc = _lib.crypto_aead_xchacha20poly1305_ietf_decrypt(
         _ffi.from_buffer(out) if plain_len else _ffi.NULL,

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+from nacl.bindings import crypto_aead_xchacha20poly1305_ietf_encrypt
 
 from memvault.crypto import (
     DEFAULT_KDF,
@@ -19,6 +22,7 @@ from memvault.crypto import (
     seal,
     wipe,
 )
+from memvault.crypto.aead import LARGE_MESSAGE
 
 from ..conftest import FAST_KDF
 
@@ -37,6 +41,31 @@ def test_seal_roundtrip_and_fresh_nonces():
     assert len(a) == len(b"hello") + OVERHEAD
     assert bytes(open_sealed(key, a, ad())) == b"hello"
     assert bytes(open_sealed(key, seal(key, b"", ad()), ad())) == b""
+
+
+@pytest.mark.parametrize("size", [100, LARGE_MESSAGE - 1, LARGE_MESSAGE, 64 << 10, 70_000])
+def test_both_roads_are_libsodiums_xchacha20poly1305(size):
+    """Large messages go through OpenSSL: the bytes are libsodium's, both ways."""
+    key = new_key()
+    plain = os.urandom(size)
+    sealed = seal(key, plain, ad())
+    nonce, body = sealed[:24], sealed[24:]
+    assert body == crypto_aead_xchacha20poly1305_ietf_encrypt(plain, ad(), nonce, bytes(key))
+    theirs = nonce + crypto_aead_xchacha20poly1305_ietf_encrypt(plain, ad(), nonce, bytes(key))
+    assert bytes(open_sealed(key, theirs, ad())) == plain
+    padded = seal(key, plain, ad(), size + 1000)
+    assert bytes(open_sealed(key, padded, ad())) == plain + bytes(1000)
+
+
+@pytest.mark.parametrize("position", [0, 16, 23, 24, 40_000, -1])
+def test_a_flipped_byte_of_a_large_message_fails_and_leaves_nothing(position):
+    key = new_key()
+    sealed = bytearray(seal(key, b"x" * (64 << 10), ad()))
+    sealed[position] ^= 0x01
+    out = bytearray(64 << 10)
+    with pytest.raises(DecryptionError):
+        open_sealed(key, bytes(sealed), ad(), out)
+    assert out == bytes(64 << 10), "a forgery's decryption must not be left behind"
 
 
 @pytest.mark.parametrize("position", [0, 10, 23, 24, 26, -1])
