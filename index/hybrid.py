@@ -49,6 +49,9 @@ ALPHA = 0.6
 FEEDBACK_CHUNKS = 3
 FEEDBACK_TERMS = 10
 FEEDBACK_WEIGHT = 0.3
+FEEDBACK_POOL = 4
+"""The feedback pass rescores the best FEEDBACK_POOL * fetch chunks by words and the
+nearest, not every chunk: at 57,000 chunks, 0.6 ms instead of 2.5."""
 """Pseudo-relevance feedback: the commonest FEEDBACK_TERMS other words of the
 best FEEDBACK_CHUNKS count at this weight in a second pass. Measured on the
 LoCoMo development set (R@10 without / with): one turn per file 0.702 /
@@ -200,17 +203,27 @@ class HybridIndex:
                 (cid for rid in allowed for cid in self._by_record.get(rid, ())), np.int64
             )
         words = self._within(self.lexical.scores(query), scope)
+        ranked = self._best(words, FEEDBACK_POOL * fetch)
         nearest = []
         if vector is not None and len(self.vectors):
             nearest = self._nearest(vector, fetch, scope)
         cosines = dict(nearest)  # every candidate's, computed once per query
-        fused = self._fuse(words, vector, nearest, cosines, fetch, alpha)
+        fused = self._fuse(words, ranked[:fetch], vector, nearest, cosines, alpha)
         if feedback and fused and words is not None:
             best = [cid for _, cid, _ in fused[:FEEDBACK_CHUNKS]]
             terms = self.lexical.frequent_terms(best, FEEDBACK_TERMS, set(tokenize(query)))
-            more = self._within(self.lexical.term_scores(terms), scope)
-            if more is not None:
-                fused = self._fuse(words + feedback * more, vector, nearest, cosines, fetch, alpha)
+            # Only the best by words and the nearest can rise: a chunk outside
+            # them needs a query word (below the best FEEDBACK_POOL * fetch)
+            # or a cosine the nearest would have shown.
+            pool = np.union1d(ranked, np.array([cid for cid, _ in nearest], np.int64))
+            pool = pool[pool < len(words)]
+            more = self.lexical.term_scores_among(terms, pool)
+            if more.any():
+                combined = words.copy()
+                combined[pool] += feedback * more
+                top = pool[np.argsort(-combined[pool], kind="stable")[:fetch]]
+                top = top[combined[top] > 0]
+                fused = self._fuse(combined, top, vector, nearest, cosines, alpha)
                 # What only the feedback found (no query word, nothing close in
                 # meaning) is not evidence enough to be shown.
                 fused = [f for f in fused if self._evident(f, words)]
@@ -232,23 +245,31 @@ class HybridIndex:
         kept[inside] = scores[inside]
         return kept
 
+    @staticmethod
+    def _best(scores: np.ndarray | None, n: int) -> np.ndarray:
+        """The ids of the ``n`` best positive scores, best first."""
+        if scores is None:
+            return np.zeros(0, np.int64)
+        found = np.flatnonzero(scores > 0)
+        if len(found) > n:
+            found = found[np.argpartition(-scores[found], n - 1)[:n]]
+        return found[np.argsort(-scores[found], kind="stable")]
+
     def _fuse(
         self,
         lexical: np.ndarray | None,
+        lexical_best: np.ndarray,
         vector: np.ndarray | None,
         nearest: list[tuple[int, float]],
         cosines: dict[int, float],
-        fetch: int,
         alpha: float,
     ) -> list[tuple[float, int, float | None]]:
-        """(fused score, chunk id, cosine) of the candidates, best first. ``cosines``
-        holds those known, and takes those computed here."""
+        """(fused score, chunk id, cosine) of the candidates (``lexical_best``, the
+        best by ``lexical``, and ``nearest``), best first. ``cosines`` holds those
+        known, and takes those computed here."""
         candidates: dict[int, list[float | None]] = {}  # chunk id -> [bm25, cosine]
         if lexical is not None:
-            found = np.flatnonzero(lexical > 0)
-            if len(found) > fetch:
-                found = found[np.argpartition(-lexical[found], fetch - 1)[:fetch]]
-            for cid in found.tolist():
+            for cid in lexical_best.tolist():
                 candidates[cid] = [float(lexical[cid]), None]
         if vector is not None:
             for cid, cosine in nearest:

@@ -40,11 +40,9 @@ STOPWORDS = frozenset(
 )
 
 
-@functools.lru_cache(maxsize=1 << 16)
 def _stem(word: str) -> str:
     """Snowball's English stem of a plain word ("camping" -> "camp"); identifiers
-    with digits or underscores are kept as they are. Cached: a vault's words
-    repeat."""
+    with digits or underscores are kept as they are."""
     return _STEMMER.stemWord(word) if word.isalpha() else word
 
 
@@ -53,27 +51,31 @@ def tokenize(text: str) -> list[str]:
     letters dropped; an identifier ("ERR_CONN_RESET", "computeChecksum",
     "file.py", "de-stress") is kept whole and also split into its parts, so
     both the exact token and a word of it find it."""
+    return [term for whole in _WORD.findall(text) for term in _terms_of(whole)]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _terms_of(whole: str) -> tuple[str, ...]:
+    """The terms of one word or identifier as it is written. Cached: a vault's
+    words repeat, and a snippet tokenizes the sentences of every result."""
+    if whole.isalpha() and (whole.islower() or whole.istitle()):  # most of prose
+        lower = whole.lower()
+        return (_stem(lower),) if len(lower) > 1 and lower not in STOPWORDS else ()
     tokens = []
-    for whole in _WORD.findall(text):
-        if whole.isalpha() and (whole.islower() or whole.istitle()):  # most of prose
-            lower = whole.lower()
-            if len(lower) > 1 and lower not in STOPWORDS:
-                tokens.append(_stem(lower))
+    pieces = _PLAIN.findall(whole)
+    if len(pieces) > 1:
+        tokens.append(whole.lower())  # "file.py", "de-stress" as themselves
+    for word in pieces:
+        lower = word.lower()
+        if lower in STOPWORDS or (len(lower) == 1 and not lower.isdigit()):
             continue
-        pieces = _PLAIN.findall(whole)
-        if len(pieces) > 1:
-            tokens.append(whole.lower())  # "file.py", "de-stress" as themselves
-        for word in pieces:
-            lower = word.lower()
-            if lower in STOPWORDS or (len(lower) == 1 and not lower.isdigit()):
-                continue
-            tokens.append(_stem(lower))
-            if word.isalpha() and (word.islower() or word.istitle()):
-                continue  # a plain word: no parts
-            parts = [p.lower() for piece in word.split("_") for p in _CAMEL.findall(piece)]
-            if len(parts) > 1:
-                tokens += [_stem(p) for p in parts if len(p) > 1 and p not in STOPWORDS]
-    return tokens
+        tokens.append(_stem(lower))
+        if word.isalpha() and (word.islower() or word.istitle()):
+            continue  # a plain word: no parts
+        parts = [p.lower() for piece in word.split("_") for p in _CAMEL.findall(piece)]
+        if len(parts) > 1:
+            tokens += [_stem(p) for p in parts if len(p) > 1 and p not in STOPWORDS]
+    return tuple(tokens)
 
 
 class BM25:
@@ -117,6 +119,7 @@ class BM25:
         self._postings_count = 0
         self._dead_postings = 0
         self._dead_ids: set[int] = set()  # removed, with postings still in the lists
+        self._unsorted: set[int] = set()  # terms whose postings are not by document id
         self._dense: OrderedDict[int, np.ndarray] = OrderedDict()  # term id -> idf * weights
         self._norms: np.ndarray | None = None  # every document's length normalisation
 
@@ -144,6 +147,8 @@ class BM25:
             postings = self._postings.get(term_id)
             if postings is None:
                 postings = self._postings[term_id] = (array("i"), array("f"))
+            elif postings[0][-1] > doc_id:
+                self._unsorted.add(term_id)
             postings[0].append(doc_id)
             postings[1].append(tf)
         self._df[np.frombuffer(terms, np.int32)] += 1
@@ -250,6 +255,41 @@ class BM25:
         scores *= self._alive  # dead postings score nothing
         return scores
 
+    def term_scores_among(self, terms: Iterable[str], doc_ids: np.ndarray) -> np.ndarray:
+        """The scores of ``doc_ids`` (sorted, unique) only, aligned with them, for
+        terms already tokenized: a binary search of each term's postings for
+        them, not a pass over the postings or a row for every document."""
+        scores = np.zeros(len(doc_ids), np.float32)
+        n = len(self._docs)
+        if not n or not len(doc_ids):
+            return scores
+        if self._norms is None:
+            self._norms = self.k1 * (1 - self.b + (self.b / (self._total / n)) * self._length_array)
+        for term in terms:
+            term_id = self._term_ids.get(term)
+            if term_id is None or not self._df[term_id]:
+                continue
+            df = int(self._df[term_id])
+            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            ids, tfs = self._sorted_postings(term_id)
+            at = np.minimum(np.searchsorted(ids, doc_ids), len(ids) - 1)
+            found = np.flatnonzero(ids[at] == doc_ids)
+            tf = tfs[at[found]]
+            scores[found] += (idf * (self.k1 + 1)) * tf / (tf + self._norms[doc_ids[found]])
+        return scores * self._alive[doc_ids]
+
+    def _sorted_postings(self, term_id: int) -> tuple[np.ndarray, np.ndarray]:
+        """A term's postings (views), ordered by document id first if they were not."""
+        ids_buffer, tfs_buffer = self._postings[term_id]
+        ids = np.frombuffer(ids_buffer, np.int32)
+        tfs = np.frombuffer(tfs_buffer, np.float32)
+        if term_id in self._unsorted:
+            order = np.argsort(ids, kind="stable")
+            ids, tfs = ids[order], tfs[order]
+            self._postings[term_id] = (array("i", ids.tobytes()), array("f", tfs.tobytes()))
+            self._unsorted.discard(term_id)
+        return ids, tfs
+
     def _dense_row(self, term_id: int, ids: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """A common term's weights (idf included) for every document, kept (the
         least recently made go first) until the index changes."""
@@ -327,7 +367,7 @@ class BM25:
         index._alive[doc_ids] = True
         index._total = int(lengths.sum())
         posting_docs = doc_ids[owner[is_term]]
-        order = np.argsort(terms, kind="stable")
+        order = np.lexsort((posting_docs, terms))  # by term, then by document
         bounds = np.flatnonzero(np.diff(terms[order])) + 1
         for group in np.split(order, bounds) if len(order) else []:
             index._postings[int(terms[group[0]])] = (

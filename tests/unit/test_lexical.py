@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from memvault.index.lexical import BM25, tokenize
@@ -126,3 +127,21 @@ def test_frequent_terms_of_documents_leave_out_the_query_words():
     index.add(1, "camping trip to the lake, camping again, lake lake")
     index.add(2, "lake house near the forest")
     assert index.frequent_terms([1, 2], 2, leave_out={"camp"}) == ["lake", "trip"]
+
+
+def test_scores_among_some_documents_are_their_full_scores():
+    """The feedback pass scores a few documents only: the same numbers, whatever
+    order the documents came in (a stored index, re-added ids, removed ones)."""
+    index = BM25()
+    texts = {i: f"token bucket limiter {'retry ' * (i % 4)}doc{i} backoff" for i in range(60)}
+    for doc_id in [*range(30, 60), *range(0, 30)]:  # out of order: postings unsorted
+        index.add(doc_id, texts[doc_id])
+    index.remove(7)
+    index.add(45, "retry retry storm")
+    restored = BM25.from_bytes(index.to_bytes())
+    terms = ["retri", "backoff", "storm", "absent"]
+    some = np.array([0, 3, 7, 12, 29, 30, 45, 59], np.int64)
+    for bm25 in (index, restored):
+        full = bm25.term_scores(terms)
+        assert np.allclose(bm25.term_scores_among(terms, some), full[some])
+        assert bm25.term_scores_among(terms, some)[2] == 0, "a removed document scores nothing"
