@@ -61,14 +61,14 @@ def describe(text: str, query: str, heading: str = "", width: int = 240) -> tupl
     the start; the sentences after it fill the width. Without any query word
     in it (found by meaning alone), the chunk's beginning."""
     asked = list(dict.fromkeys(tokenize(query)))
+    terms = set(asked)
     sentences = _sentences(text)
-    held = [set(tokenize(s)) for s in sentences]
-    present = set(tokenize(heading)).union(*held)
+    held = [terms.intersection(tokenize(s)) for s in sentences]  # only the query's
+    present = terms.intersection(tokenize(heading)).union(*held)
     words = [term for term in asked if term in present]
     if not sentences:
         return "", words
-    terms = set(asked)
-    counts = [len(terms & h) for h in held]
+    counts = [len(h) for h in held]
     best = max(range(len(sentences)), key=lambda i: (counts[i], -i)) if terms else 0
     picked = " ".join(" ".join(s.split()) for s in sentences[best:])
     cut = picked[:width]
