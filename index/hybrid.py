@@ -180,7 +180,7 @@ class HybridIndex:
     def search(
         self,
         query: str,
-        vector: np.ndarray | None,
+        vector: np.ndarray | Callable[[], np.ndarray | None] | None,
         k: int = 10,
         *,
         allowed: Collection[bytes] | None = None,
@@ -189,9 +189,11 @@ class HybridIndex:
         feedback: float = FEEDBACK_WEIGHT,
     ) -> list[Hit]:
         """The best ``k`` records for ``query``, whose embedding is ``vector`` (None:
-        words only), each with its matching chunks. ``allowed`` (record ids) limits
-        the search to those records: both signals are then computed over their
-        chunks only, so a small directory is searched exactly.
+        words only; a callable: asked for it once the words are scored, so the
+        query can be embedded meanwhile), each with its matching chunks.
+        ``allowed`` (record ids) limits the search to those records: both
+        signals are then computed over their chunks only, so a small directory
+        is searched exactly.
 
         Then once more with the query's words widened by the commonest other
         words of the best FEEDBACK_CHUNKS (pseudo-relevance feedback, weighted
@@ -204,6 +206,8 @@ class HybridIndex:
             )
         words = self._within(self.lexical.scores(query), scope)
         ranked = self._best(words, FEEDBACK_POOL * fetch)
+        if callable(vector):  # being embedded meanwhile: needed only now
+            vector = vector()
         nearest = []
         if vector is not None and len(self.vectors):
             nearest = self._nearest(vector, fetch, scope)

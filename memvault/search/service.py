@@ -33,6 +33,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -117,6 +118,7 @@ class SearchService:
         self._threads: list[threading.Thread] = []
         self._query_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self._query_lock = threading.Lock()
+        self._query_threads = ThreadPoolExecutor(2, thread_name_prefix="query-embedder")
         vault.add_listener(self._on_change)
 
     def _loaded(self):
@@ -145,6 +147,15 @@ class SearchService:
             while len(self._query_vectors) > QUERY_VECTORS:
                 self._query_vectors.popitem(last=False)
         return vector
+
+    def _embedding_meanwhile(self, text: str) -> Callable[[], np.ndarray]:
+        """The query's vector, being computed on another thread (onnxruntime runs
+        without the GIL) while its words are scored: most of an embedding's 2 ms
+        is hidden. Once the service is stopped, computed when asked."""
+        try:
+            return self._query_threads.submit(self._query_vector, text).result
+        except RuntimeError:  # shut down
+            return lambda: self._query_vector(text)
 
     def ensure_model(self):
         """The accepted embedder; raises ModelMismatch if the vault is pinned to another."""
@@ -374,6 +385,7 @@ class SearchService:
         self._wake.set()
         for thread in self._threads:
             thread.join(timeout=30)
+        self._query_threads.shutdown(wait=False)
         self._store_index()
 
     def catch_up(self) -> None:
@@ -504,7 +516,7 @@ class SearchService:
     def search(self, query: Query) -> list[Result]:
         """The answer to a checked query, best first; raises ModelMismatch, ModelMissing."""
         allowed = self.vault.records_under(query.prefix) if query.prefix else None
-        vector = self._query_vector(query.text)  # outside the lock
+        vector = self._embedding_meanwhile(query.text)
         with self._lock:
             self._index_changed()  # read-your-writes: every closed memory by its words
             hits: list[Hit] = self.index.search(query.text, vector, query.k, allowed=allowed)
