@@ -92,10 +92,64 @@ class WrongPassphrase(MemvaultError):
 
 
 class UnreasonableKdf(MemvaultError):
-    """Keyslot {0} asks for an unreasonable KDF cost ({1}; {2}); \
-the vault may have been tampered with."""
+    """Keyslot {0} asks for an unreasonable KDF cost ({1}; memvault writes and accepts {2}): \
+the vault's header was edited or damaged, so nothing was derived; the vault may have been \
+tampered with."""
 
     exit_code = EXIT_DAMAGED
+
+
+class KeyfileMissing(MemvaultError):
+    """Keyslot(s) {0} of the vault {1} need a keyfile as well as the passphrase: give \
+--keyfile PATH or set MEMVAULT_KEYFILE (the passphrase was not tried)."""
+
+    exit_code = EXIT_PASSPHRASE
+    errno = _errno.EACCES
+
+
+class WrongKeyfile(MemvaultError):
+    """The keyfile {0} is not the one keyslot(s) {1} of the vault need (the passphrase \
+was not tried)."""
+
+    exit_code = EXIT_PASSPHRASE
+    errno = _errno.EACCES
+
+
+class KeyfileUnreadable(MemvaultError):
+    """Cannot read the keyfile {0}: {1}."""
+
+    exit_code = EXIT_NOT_FOUND
+
+
+class KeyfileExists(MemvaultError):
+    """{0} already exists; refusing to overwrite it (to use that file as the keyfile, \
+give it with --keyfile)."""
+
+
+class WrongRecoveryKey(MemvaultError):
+    """Wrong recovery key for the vault {0}."""
+
+    exit_code = EXIT_PASSPHRASE
+    errno = _errno.EACCES
+
+
+class RecoveryKeyTypo(MemvaultError):
+    """That is not a recovery key ({0}): check it against the copy you kept; nothing was \
+tried."""
+
+    exit_code = EXIT_USAGE
+
+
+class NoRecoveryKey(MemvaultError):
+    """The vault {0} has no recovery key (`memvault recovery enable` adds one)."""
+
+    exit_code = EXIT_NOT_FOUND
+
+
+class KeyslotRefused(MemvaultError):
+    """{0}"""
+
+    exit_code = EXIT_USAGE
 
 
 class VaultCorrupted(MemvaultError):
