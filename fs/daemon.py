@@ -17,6 +17,7 @@ from pathlib import Path
 from ..errors import MemvaultError
 from ..hardening import harden_process
 from ..vault import Vault
+from ..vault.keyslots import PASSPHRASE_ONLY, Factors
 from .mount import serve
 from .runtime import MountError, MountRecord
 
@@ -32,13 +33,20 @@ def start(
     *,
     allow_other: bool,
     accept_journal_loss: bool = False,
+    factors: Factors = PASSPHRASE_ONLY,
 ) -> int:
-    """Fork the daemon; return its pid once the mount is ready, or raise its error."""
+    """Fork the daemon; return its pid once the mount is ready, or raise its error.
+
+    ``factors``: the keyfile's hash, or that ``passphrase`` is a recovery key."""
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the daemon: never returns
         os.close(read_fd)
-        options = {"journal": True, "accept_journal_loss": accept_journal_loss}
+        options = {
+            "journal": True,
+            "accept_journal_loss": accept_journal_loss,
+            "factors": factors,
+        }
         _run_daemon(vault, mountpoint, passphrase, allow_other, write_fd, options)
     os.close(write_fd)
     for i in range(len(passphrase)):
