@@ -59,7 +59,7 @@ def change(vault, *args: str, lines: list[bytes], env=None):
 
 def test_passwd_opens_with_the_new_passphrase_only_and_leaves_no_byte_of_the_old_slot(locked):
     before = stored_slots(locked)[0]
-    assert all(found_in(n, locked.parent) for n in slot_needles(*before)), "a vacuous scan"
+    assert found_in(before[0], locked.parent), "a vacuous scan: the slot is stored as is"
     done = change(locked, "passwd", *KDF_ARGS, lines=[OLD, NEW])
     assert done.returncode == 0, done.stderr
     assert "still open with the old passphrase" in done.stderr.decode()  # what rekey cannot do
