@@ -10,7 +10,7 @@ Exit statuses (also in `memvault --help`):
 1     failed (a full disk, an unsupported format, anything else)
 2     usage: a bad option, argument, path or query
 3     not found: no such vault, memory or source
-4     wrong passphrase
+4     wrong passphrase or recovery key, a missing or wrong keyfile
 5     the vault is locked (or was locked while the command ran)
 6     in use: another process has the vault open, or it is already unlocked
 7     damaged or tampered: a record, the journal or the file failed its check
@@ -37,7 +37,7 @@ EXIT_STATUSES = {
     EXIT_FAILED: "failed",
     EXIT_USAGE: "usage error (a bad option, argument, path or query)",
     EXIT_NOT_FOUND: "no such vault, memory or source",
-    EXIT_PASSPHRASE: "wrong passphrase",
+    EXIT_PASSPHRASE: "wrong passphrase or recovery key, a missing or wrong keyfile",
     EXIT_LOCKED: "the vault is locked",
     EXIT_IN_USE: "the vault is in use by another process, or already unlocked",
     EXIT_DAMAGED: "the vault is damaged or was tampered with",

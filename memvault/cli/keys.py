@@ -137,6 +137,12 @@ def cmd_keyslot_list(args: argparse.Namespace) -> int:
 def cmd_keyslot_add(args: argparse.Namespace) -> int:
     done = _change(args, "add", new_passphrase=True, kdf=kdf_from(args))
     output.note(f"Added keyslot {done['slot']}: the new passphrase opens {vault_path(args)} too.")
+    slots = read_info(vault_path(args)).slots
+    if any(isinstance(s, Keyslot) and s.needs_keyfile for s in slots):
+        output.warn(
+            f"keyslot {done['slot']} opens with its passphrase alone, without a keyfile; "
+            "`memvault 2fa enable` with that passphrase makes it need one too."
+        )
     return 0
 
 
