@@ -70,6 +70,9 @@ class KeyRequest:
             raise ValueError(f"unknown key action {action!r}")
         new_secret = raw("new_secret")
         slot = message.get("slot")
+        kdf = KdfParams.from_dict(message["kdf"]) if message.get("kdf") else None
+        if kdf is not None:
+            kdf.validate()  # as the CLI did: anything else is not a request it sent
         return cls(
             action,
             bytearray(bytes.fromhex(message["secret"])),
@@ -77,7 +80,7 @@ class KeyRequest:
                 raw("keyfile"), str(message.get("keyfile_name", "")), bool(message["recovery"])
             ),
             None if new_secret is None else bytearray(new_secret),
-            KdfParams.from_dict(message["kdf"]) if message.get("kdf") else None,
+            kdf,
             None if slot is None else int(slot),
             raw("new_keyfile"),
         )

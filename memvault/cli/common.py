@@ -93,30 +93,31 @@ def open_options(args: argparse.Namespace) -> dict:
 
 
 def add_kdf_options(p: argparse.ArgumentParser, default: str | None = None) -> None:
-    """--kdf-time, --kdf-memory, --kdf-parallelism; ``default`` says what applies
-    when none is given (the defaults, unless the command says otherwise)."""
+    """--kdf-time, --kdf-memory, --kdf-parallelism; ``default`` says what applies when
+    none is given, if not memvault's defaults."""
     dflt = DEFAULT_KDF
-    then = f" ({default})" if default else ""
+
+    def said(value: int) -> str:
+        return f"default {default}" if default else f"default {value}"
+
     p.add_argument(
         "--kdf-time",
         type=int,
         metavar="N",
-        help=f"Argon2id passes (default {dflt.time_cost}{then}, "
-        f"at most {kdf_limits.MAX_TIME_COST})",
+        help=f"Argon2id passes ({said(dflt.time_cost)}, at most {kdf_limits.MAX_TIME_COST})",
     )
     p.add_argument(
         "--kdf-memory",
         type=int,
         metavar="MIB",
-        help=f"Argon2id memory in MiB (default {dflt.memory_kib // 1024}{then}, "
+        help=f"Argon2id memory in MiB ({said(dflt.memory_kib // 1024)}, "
         f"{kdf_limits.MIN_MEMORY_KIB // 1024} to {kdf_limits.MAX_MEMORY_KIB // 1024})",
     )
     p.add_argument(
         "--kdf-parallelism",
         type=int,
         metavar="N",
-        help=f"Argon2id lanes (default {dflt.parallelism}{then}, "
-        f"at most {kdf_limits.MAX_PARALLELISM})",
+        help=f"Argon2id lanes ({said(dflt.parallelism)}, at most {kdf_limits.MAX_PARALLELISM})",
     )
 
 

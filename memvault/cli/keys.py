@@ -317,9 +317,9 @@ def register(add) -> None:
         "rewrap the passphrase's keyslot so the keyfile is needed too (a new 32-byte keyfile "
         "is made at --keyfile PATH, default VAULT.keyfile, unless that file exists)",
     )
-    add_kdf_options(p, "else the keyslot's own")
+    add_kdf_options(p, "the keyslot's own")
     p = sub(actions, "disable", cmd_2fa_disable, "let the keyslot open with its passphrase alone")
-    add_kdf_options(p, "else the keyslot's own")
+    add_kdf_options(p, "the keyslot's own")
     sub(actions, "status", cmd_2fa_status, "say which keyslots need a keyfile (no passphrase)")
 
     actions = group("recovery", "an optional recovery key, kept away from this machine")

@@ -8,6 +8,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+from memvault.errors import DaemonFailed
+from memvault.fs import control
+from memvault.keys import KeyRequest
+
 from ..conftest import KDF_ARGS, PASSPHRASE, assert_one_line_error
 from ..fsutil import Mount, mounted
 from ..keyslots_util import (
@@ -86,6 +92,14 @@ def test_keyslot_add_list_remove_while_mounted(tmp_path):
         assert_no_byte_of(slot_needles(*removed), m.vault.parent)
         last = cli(m, "keyslot", "remove", "1", lines=[OTHER])
         assert "last one that opens the vault" in assert_one_line_error(last)
+        # a request the CLI would never send is refused as such, and changes nothing
+        sock = next((tmp_path / "run" / "memvault").glob("*.sock"))
+        absurd = KeyRequest("add", bytearray(OTHER), new_secret=bytearray(NEW))
+        wire = {**absurd.to_wire(), "kdf": {"t": 1, "m": 1 << 40, "p": 1}}
+        with pytest.raises(DaemonFailed) as refused:
+            control.ask(sock, "keys", pid=m.daemon_pid(), **wire)
+        assert refused.value.exit_code == 2 and "not one it understands" in str(refused.value)
+        assert list(stored_slots(m.vault)) == [1]
         assert (m.root / "a.md").read_bytes() == CONTENT
 
         refused = relock_with(m, lines=[PASSPHRASE])
