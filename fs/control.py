@@ -1,7 +1,8 @@
 """The control channel of a mount daemon, client side (no pyfuse3, no trio).
 
-`memvault status`, `compact`, `reindex` and `lock` ask the daemon that serves
-an unlocked vault and wait for its answer: one JSON request per connection
+`memvault status`, `compact`, `reindex`, `lock` and the key changes
+(`passwd`, `keyslot`, `2fa`, `recovery`: op ``keys``, memvault/keys.py) ask
+the daemon that serves an unlocked vault and wait for its answer: one JSON request per connection
 on a Unix socket in the user's runtime directory (``<id>.sock`` beside the
 runtime record; the directory is 0700, the socket 0600, and the daemon
 refuses a peer of another uid). The answer is the operation's result, or the

@@ -14,15 +14,18 @@ import os
 import sys
 from pathlib import Path
 
-from ..errors import MemvaultError
+from ..errors import DaemonFailed, MemvaultError
 from ..hardening import harden_process
 from ..vault import Vault
+from ..vault.keyslots import PASSPHRASE_ONLY, Factors
 from .mount import serve
 from .runtime import MountError, MountRecord
 
 log = logging.getLogger("memvault")
 
 READY = b"ready"
+EXIT_SEP = "\x1f"
+"""Between the exit status and the sentence of an error opening the vault."""
 
 
 def start(
@@ -32,13 +35,20 @@ def start(
     *,
     allow_other: bool,
     accept_journal_loss: bool = False,
+    factors: Factors = PASSPHRASE_ONLY,
 ) -> int:
-    """Fork the daemon; return its pid once the mount is ready, or raise its error."""
+    """Fork the daemon; return its pid once the mount is ready, or raise its error.
+
+    ``factors``: the keyfile's hash, or that ``passphrase`` is a recovery key."""
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the daemon: never returns
         os.close(read_fd)
-        options = {"journal": True, "accept_journal_loss": accept_journal_loss}
+        options = {
+            "journal": True,
+            "accept_journal_loss": accept_journal_loss,
+            "factors": factors,
+        }
         _run_daemon(vault, mountpoint, passphrase, allow_other, write_fd, options)
     os.close(write_fd)
     for i in range(len(passphrase)):
@@ -51,7 +61,11 @@ def start(
     if message == READY:
         return pid
     os.waitpid(pid, 0)
-    raise MountError(message.decode(errors="replace") or "The mount daemon exited unexpectedly.")
+    text = message.decode(errors="replace")
+    code, sep, sentence = text.partition(EXIT_SEP)
+    if sep and code.isdigit():
+        raise DaemonFailed(sentence, int(code))
+    raise MountError(text or "The mount daemon exited unexpectedly.")
 
 
 def _run_daemon(vault_path, mountpoint, passphrase, allow_other, report_fd, options) -> None:
@@ -72,8 +86,8 @@ def _run_daemon(vault_path, mountpoint, passphrase, allow_other, report_fd, opti
         harden_process()
         try:
             vault = Vault.open(vault_path, passphrase, **options)
-        except MemvaultError as exc:
-            reporter.send(str(exc).encode())
+        except MemvaultError as exc:  # its exit status too: a wrong passphrase is still 4
+            reporter.send(f"{exc.exit_code}{EXIT_SEP}{exc}".encode())
             return
         try:
             serve(vault, mountpoint, allow_other=allow_other, on_ready=lambda: reporter.send(READY))

@@ -1,7 +1,7 @@
 """Serving a vault on a mountpoint with pyfuse3 + trio until it is locked.
 
 The daemon's trio loop runs the FUSE request tasks, the control socket
-(`memvault status|compact|reindex|lock`, control_server.py) and the stop
+(`memvault status|compact|reindex|lock` and key changes, control_server.py) and the stop
 signals. Locking, however it is asked for (`memvault lock`, SIGTERM, SIGINT,
 SIGHUP, `fusermount -u`), goes the same way: the FUSE loop ends, the mount
 is detached, then the vault is closed (pending shreds compacted, keys
@@ -22,6 +22,7 @@ from typing import Any
 import pyfuse3
 import trio
 
+from .. import keys
 from ..search import SearchService, open_search
 from ..vault import Vault
 from .control_server import ControlServer
@@ -89,6 +90,7 @@ class _Daemon:
                 "status": self._status,
                 "compact": self._compact,
                 "reindex": self._reindex,
+                "keys": self._keys,
                 "lock": self._lock,
             },
             MountRecord.log_for(vault.path),
@@ -169,6 +171,11 @@ class _Daemon:
     async def _reindex(self, request: dict[str, Any]) -> dict[str, Any]:
         model = await trio.to_thread.run_sync(self.search.reindex)
         return {"memories": len(self.vault), "model": model}
+
+    async def _keys(self, request: dict[str, Any]) -> dict[str, Any]:
+        """A key change (memvault/keys.py): the secret is checked against the vault's
+        own keyslots, Argon2id runs in a worker thread while the mount goes on."""
+        return await trio.to_thread.run_sync(keys.serve, self.vault, request)
 
     async def _lock(self, request: dict[str, Any]) -> dict[str, Any]:
         """Answered once the vault is closed: the caller then finds it locked."""

@@ -10,7 +10,7 @@ Exit statuses (also in `memvault --help`):
 1     failed (a full disk, an unsupported format, anything else)
 2     usage: a bad option, argument, path or query
 3     not found: no such vault, memory or source
-4     wrong passphrase
+4     wrong passphrase or recovery key, a missing or wrong keyfile
 5     the vault is locked (or was locked while the command ran)
 6     in use: another process has the vault open, or it is already unlocked
 7     damaged or tampered: a record, the journal or the file failed its check
@@ -37,7 +37,7 @@ EXIT_STATUSES = {
     EXIT_FAILED: "failed",
     EXIT_USAGE: "usage error (a bad option, argument, path or query)",
     EXIT_NOT_FOUND: "no such vault, memory or source",
-    EXIT_PASSPHRASE: "wrong passphrase",
+    EXIT_PASSPHRASE: "wrong passphrase or recovery key, a missing or wrong keyfile",
     EXIT_LOCKED: "the vault is locked",
     EXIT_IN_USE: "the vault is in use by another process, or already unlocked",
     EXIT_DAMAGED: "the vault is damaged or was tampered with",
@@ -92,10 +92,64 @@ class WrongPassphrase(MemvaultError):
 
 
 class UnreasonableKdf(MemvaultError):
-    """Keyslot {0} asks for an unreasonable KDF cost ({1}; {2}); \
-the vault may have been tampered with."""
+    """Keyslot {0} asks for an unreasonable KDF cost ({1}; memvault writes and accepts {2}): \
+the vault's header was edited or damaged, so nothing was derived; the vault may have been \
+tampered with."""
 
     exit_code = EXIT_DAMAGED
+
+
+class KeyfileMissing(MemvaultError):
+    """Keyslot(s) {0} of the vault {1} need a keyfile as well as the passphrase: give \
+--keyfile PATH or set MEMVAULT_KEYFILE (the passphrase was not tried)."""
+
+    exit_code = EXIT_PASSPHRASE
+    errno = _errno.EACCES
+
+
+class WrongKeyfile(MemvaultError):
+    """The keyfile {0} is not the one keyslot(s) {1} of the vault need (the passphrase \
+was not tried)."""
+
+    exit_code = EXIT_PASSPHRASE
+    errno = _errno.EACCES
+
+
+class KeyfileUnreadable(MemvaultError):
+    """Cannot read the keyfile {0}: {1}."""
+
+    exit_code = EXIT_NOT_FOUND
+
+
+class KeyfileExists(MemvaultError):
+    """{0} already exists; refusing to overwrite it (to use that file as the keyfile, \
+give it with --keyfile)."""
+
+
+class WrongRecoveryKey(MemvaultError):
+    """Wrong recovery key for the vault {0}."""
+
+    exit_code = EXIT_PASSPHRASE
+    errno = _errno.EACCES
+
+
+class RecoveryKeyTypo(MemvaultError):
+    """That is not a recovery key ({0}): check it against the copy you kept; nothing was \
+tried."""
+
+    exit_code = EXIT_USAGE
+
+
+class NoRecoveryKey(MemvaultError):
+    """The vault {0} has no recovery key (`memvault recovery enable` adds one)."""
+
+    exit_code = EXIT_NOT_FOUND
+
+
+class KeyslotRefused(MemvaultError):
+    """{0}"""
+
+    exit_code = EXIT_USAGE
 
 
 class VaultCorrupted(MemvaultError):

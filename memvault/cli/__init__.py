@@ -1,6 +1,7 @@
 """The `memvault` command line, one module per command group: vault.py (the
-vault itself), mount.py (unlock, lock), search.py, ingest.py, agents.py
-(serve); common.py and output.py are what they share.
+vault itself), keys.py (passphrases, keyslots, 2FA, recovery), mount.py
+(unlock, lock), search.py, ingest.py, agents.py (serve); common.py and
+output.py are what they share.
 
 Every failure a user can cause or meet is one sentence on stderr and the
 exit status of its kind (errors.py; `memvault --help` lists them);
@@ -16,10 +17,10 @@ from collections.abc import Callable, Sequence
 
 from .. import __version__
 from ..errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_STATUSES, MemvaultError, UsageError
-from . import agents, ingest, mount, output, search, vault
+from . import agents, ingest, keys, mount, output, search, vault
 from .common import common_options
 
-GROUPS = (vault, mount, search, ingest, agents)
+GROUPS = (vault, keys, mount, search, ingest, agents)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -45,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add(name: str, func: Callable, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, parents=[common], help=help_text, description=help_text)
-        p.set_defaults(func=func)
+        if func is not None:  # a group's actions set their own
+            p.set_defaults(func=func)
         return p
 
     for group in GROUPS:

@@ -7,12 +7,18 @@ import argparse
 from pathlib import Path
 
 from ..api import Memories
+from ..crypto import DEFAULT_KDF, KdfParams
+from ..crypto import kdf as kdf_limits
+from ..errors import UsageError
 from ..fs.lifecycle import serving_daemon
 from ..fs.runtime import MountRecord
+from ..keyfile import ENV_VAR as KEYFILE_ENV_VAR
+from ..keyfile import chosen_keyfile, read_keyfile
 from ..locations import DEFAULT_MOUNTPOINT, DEFAULT_VAULT, VAULT_ENV_VAR, chosen_vault
 from ..mounted import MountedVault
-from ..passphrase import ENV_VAR, read_passphrase
+from ..passphrase import ENV_VAR, read_passphrase, read_recovery_key
 from ..vault import Vault
+from ..vault.keyslots import Factors
 from . import output
 
 
@@ -30,7 +36,14 @@ def common_options() -> argparse.ArgumentParser:
         action="store_true",
         default=argparse.SUPPRESS,
         help="read the passphrase from the first line of standard input "
-        f"(otherwise: ${ENV_VAR}, else a prompt)",
+        f"(otherwise: ${ENV_VAR}, else a prompt); a command that also needs a new "
+        "passphrase reads it from the next line",
+    )
+    common.add_argument(
+        "--keyfile",
+        metavar="PATH",
+        default=argparse.SUPPRESS,
+        help=f"the keyfile of a vault with 2FA (default: ${KEYFILE_ENV_VAR})",
     )
     common.add_argument(
         "--accept-journal-loss",
@@ -55,18 +68,94 @@ def passphrase(args: argparse.Namespace, *, confirm: bool = False) -> bytearray:
     return read_passphrase(from_stdin=getattr(args, "passphrase_stdin", False), confirm=confirm)
 
 
+def secret(args: argparse.Namespace) -> bytearray:
+    """The passphrase, or with --recovery the recovery key's bytes (a typo refused here)."""
+    if getattr(args, "recovery", False):
+        return read_recovery_key(from_stdin=getattr(args, "passphrase_stdin", False))
+    return passphrase(args)
+
+
+def factors(args: argparse.Namespace) -> Factors:
+    """The keyfile (--keyfile, $MEMVAULT_KEYFILE) and whether --recovery was given."""
+    path = chosen_keyfile(getattr(args, "keyfile", None))
+    return Factors(
+        read_keyfile(path) if path is not None else None,
+        str(path or ""),
+        bool(getattr(args, "recovery", False)),
+    )
+
+
 def open_options(args: argparse.Namespace) -> dict:
-    return {"accept_journal_loss": getattr(args, "accept_journal_loss", False)}
+    return {
+        "accept_journal_loss": getattr(args, "accept_journal_loss", False),
+        "factors": factors(args),
+    }
 
 
-def open_in_process(args: argparse.Namespace, *, readonly: bool = False, **options) -> Vault:
-    """The vault opened by this process (asking the passphrase only if it must)."""
+def add_kdf_options(p: argparse.ArgumentParser, default: str | None = None) -> None:
+    """--kdf-time, --kdf-memory, --kdf-parallelism; ``default`` says what applies when
+    none is given, if not memvault's defaults."""
+    dflt = DEFAULT_KDF
+
+    def said(value: int) -> str:
+        return f"default {default}" if default else f"default {value}"
+
+    p.add_argument(
+        "--kdf-time",
+        type=int,
+        metavar="N",
+        help=f"Argon2id passes ({said(dflt.time_cost)}, at most {kdf_limits.MAX_TIME_COST})",
+    )
+    p.add_argument(
+        "--kdf-memory",
+        type=int,
+        metavar="MIB",
+        help=f"Argon2id memory in MiB ({said(dflt.memory_kib // 1024)}, "
+        f"{kdf_limits.MIN_MEMORY_KIB // 1024} to {kdf_limits.MAX_MEMORY_KIB // 1024})",
+    )
+    p.add_argument(
+        "--kdf-parallelism",
+        type=int,
+        metavar="N",
+        help=f"Argon2id lanes ({said(dflt.parallelism)}, at most {kdf_limits.MAX_PARALLELISM})",
+    )
+
+
+def kdf_from(args: argparse.Namespace) -> KdfParams | None:
+    """The --kdf-* options (missing ones from the defaults), checked; None if none was given."""
+    given = (args.kdf_time, args.kdf_memory, args.kdf_parallelism)
+    if given == (None, None, None):
+        return None
+    dflt = DEFAULT_KDF
+    kdf = KdfParams(
+        dflt.time_cost if args.kdf_time is None else args.kdf_time,
+        dflt.memory_kib if args.kdf_memory is None else args.kdf_memory * 1024,
+        dflt.parallelism if args.kdf_parallelism is None else args.kdf_parallelism,
+    )
+    try:
+        kdf.validate()
+    except ValueError as exc:
+        raise UsageError(f"{exc}.") from None
+    return kdf
+
+
+def open_in_process(
+    args: argparse.Namespace,
+    *,
+    readonly: bool = False,
+    given_secret: bytearray | None = None,
+    **options,
+) -> Vault:
+    """The vault opened by this process (asking the secret only if it must, unless
+    ``given_secret``); ``options`` go to Vault.open (``factors`` replaces --keyfile's)."""
+    options.setdefault("accept_journal_loss", getattr(args, "accept_journal_loss", False))
+    if "factors" not in options:
+        options["factors"] = factors(args)
     vault = Vault.open(
         vault_path(args),
-        lambda: passphrase(args),
+        (lambda: secret(args)) if given_secret is None else given_secret,
         readonly=readonly,
         compact_delay=None,
-        **open_options(args),
         **options,
     )
     if vault.damaged:

@@ -12,7 +12,8 @@ from ..errors import MemvaultError, NotUnlocked, UsageError
 from ..fs import lifecycle
 from ..hardening import harden_process
 from ..mounted import MountedVault
-from ..vault import Vault
+from ..vault import Vault, read_info
+from ..vault.keyslots import candidates
 from . import output
 from .common import (
     DEFAULT_MOUNTPOINT,
@@ -20,9 +21,9 @@ from .common import (
     default_mountpoint,
     mountpoint_of,
     open_options,
-    passphrase,
     vault_path,
 )
+from .common import secret as read_secret
 
 
 def cmd_unlock(args: argparse.Namespace) -> int:
@@ -34,19 +35,22 @@ def cmd_unlock(args: argparse.Namespace) -> int:
         raise UsageError("--read-only is for a view: give --subtree DIR too.")
     for done in lifecycle.prepare_mountpoint(path, mountpoint):
         output.note(f"{output.PREFIX}{done}")
-    secret = passphrase(args)
+    options = open_options(args)
+    info = read_info(path)  # a missing keyfile or recovery slot: said before asking
+    candidates(path, info.slots, options["factors"])
+    secret = read_secret(args)
     from ..fs import daemon  # pyfuse3 and trio: only imported by the commands that mount
     from ..fs.mount import serve
 
     if args.foreground:
         logging.basicConfig(level=logging.INFO, format="memvault: %(message)s")
-        vault = Vault.open(path, secret, journal=True, **open_options(args))
+        vault = Vault.open(path, secret, journal=True, **options)
         harden_process()
         output.note(f"Unlocked {path} at {mountpoint}; Ctrl-C (or `memvault lock`) locks it.")
         serve(vault, mountpoint, allow_other=args.allow_other)
         output.note("Locked.")
         return 0
-    pid = daemon.start(path, mountpoint, secret, allow_other=args.allow_other, **open_options(args))
+    pid = daemon.start(path, mountpoint, secret, allow_other=args.allow_other, **options)
     output.note(f"Unlocked {path} at {mountpoint} (daemon pid {pid}); `memvault lock` locks it.")
     return 0
 
@@ -111,6 +115,12 @@ def register(add) -> None:
     )
     p.add_argument(
         "--read-only", action="store_true", help="with --subtree: a view that refuses writes"
+    )
+    p.add_argument(
+        "--recovery",
+        action="store_true",
+        help="unlock with the recovery key instead of the passphrase (asked, or the first "
+        "line of stdin with --passphrase-stdin, or $MEMVAULT_RECOVERY_KEY)",
     )
     p.add_argument(
         "--allow-other",

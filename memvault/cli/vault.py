@@ -9,31 +9,39 @@ import sys
 import time
 from typing import Any
 
-from ..crypto import DEFAULT_KDF, KdfParams
-from ..crypto import kdf as kdf_limits
-from ..errors import TooLarge, UsageError, VaultExists
+from ..crypto import DEFAULT_KDF
+from ..errors import TooLarge, VaultExists
 from ..fs import control
 from ..fs.runtime import MountError, MountRecord
 from ..vault import MAX_MEMORY_SIZE, Vault, read_info
 from ..vault.store import compaction_owed
 from . import output
-from .common import daemon_of, open_in_process, open_memories, passphrase, vault_path
+from .common import (
+    add_kdf_options,
+    daemon_of,
+    kdf_from,
+    open_in_process,
+    open_memories,
+    passphrase,
+    vault_path,
+)
 
 STATUS_TIMEOUT_S = 10.0
 
 
 def cmd_init(args: argparse.Namespace) -> int:
     path = vault_path(args)
-    kdf = KdfParams(args.kdf_time, args.kdf_memory * 1024, args.kdf_parallelism)
-    try:
-        kdf.validate()
-    except ValueError as exc:
-        raise UsageError(f"{exc}.") from None
+    kdf = kdf_from(args) or DEFAULT_KDF
     if path.exists():
         raise VaultExists(path)
     secret = passphrase(args, confirm=True)
     Vault.create(path, secret, kdf=kdf, compact_delay=None).close()
     output.note(f"Created the vault {path} ({kdf.describe()}).")
+    output.note(
+        "No recovery key was made: if the passphrase is forgotten, the memories are lost. "
+        "`memvault recovery enable` prints one to keep away from this machine; "
+        "`memvault 2fa enable` adds a keyfile as second factor."
+    )
     return 0
 
 
@@ -63,7 +71,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             "the next unlock (or any writing command) finishes them"
         )
     lines.append(f"keyslots:  {len(report['keyslots'])}")
-    lines += [f"  slot {s['index']}: {s['kdf']}" for s in report["keyslots"]]
+    lines += [f"  slot {s['index']}: {s['kdf']}, {s['kind']}" for s in report["keyslots"]]
     output.data("\n".join(lines) + "\n")
     return 0
 
@@ -81,7 +89,10 @@ def status_report(args: argparse.Namespace) -> dict[str, Any]:
         "size": info.file_size,
         "writer_pid": info.writer_pid,
         "compaction_owed": False,
-        "keyslots": [{"index": s.index, "kdf": _slot_kdf(s)} for s in info.slots],
+        "keyslots": [
+            {"index": s.index, "kind": getattr(s, "kind", "damaged"), "kdf": _slot_kdf(s)}
+            for s in info.slots
+        ],
     }
     record = MountRecord.load(info.path)
     if record is not None and record.alive:
@@ -122,7 +133,7 @@ def _slot_kdf(slot) -> str:
     try:
         slot.kdf.validate()
     except ValueError:
-        return f"{slot.kdf.describe()} (over the limits: unlock will refuse it)"
+        return f"{slot.kdf.describe()} (outside the limits: unlock will refuse it)"
     return f"{slot.kdf.describe()} (unverified until unlock)"
 
 
@@ -197,30 +208,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
 def register(add) -> None:
     p = add("init", cmd_init, "create a new vault (asks for the passphrase twice)")
-    p.add_argument(
-        "--kdf-time",
-        type=int,
-        default=DEFAULT_KDF.time_cost,
-        metavar="N",
-        help=f"Argon2id passes (default {DEFAULT_KDF.time_cost}, "
-        f"at most {kdf_limits.MAX_TIME_COST})",
-    )
-    p.add_argument(
-        "--kdf-memory",
-        type=int,
-        default=DEFAULT_KDF.memory_kib // 1024,
-        metavar="MIB",
-        help=f"Argon2id memory in MiB (default {DEFAULT_KDF.memory_kib // 1024}, "
-        f"{kdf_limits.MIN_MEMORY_KIB // 1024} to {kdf_limits.MAX_MEMORY_KIB // 1024})",
-    )
-    p.add_argument(
-        "--kdf-parallelism",
-        type=int,
-        default=DEFAULT_KDF.parallelism,
-        metavar="N",
-        help=f"Argon2id lanes (default {DEFAULT_KDF.parallelism}, "
-        f"at most {kdf_limits.MAX_PARALLELISM})",
-    )
+    add_kdf_options(p)
     p = add(
         "status",
         cmd_status,

@@ -54,13 +54,13 @@ from .bodies import CHUNK_SIZE, Bodies, ChunkMissing
 from .damage import Damage
 from .header import FORMAT_VERSION, Header
 from .housekeeping import DEFAULT_COMPACT_DELAY
+from .keyslots import PASSPHRASE_ONLY, Factors, candidates, unlock
 from .loading import (
     Loader,
     VaultInfo,
     open_state,
     read_header_and_slots,
     read_info,
-    unlock_master,
 )
 from .records import FILE, SYMLINK, Meta, RecordFormatError
 from .schema import (
@@ -132,6 +132,8 @@ class Vault:
         self._writer.created_ns = header.created_ns
         self.damage = Damage()
         self.kdf_seconds = 0.0  # how long unlocking spent in Argon2id
+        self.opened_with: Keyslot | None = None
+        """The keyslot the unlock's secret opened."""
         self._listeners: list[Callable[[str, bytes, str, bytes | None], None]] = []
         self._closed = False
 
@@ -198,8 +200,13 @@ class Vault:
         journal: bool = False,
         accept_journal_loss: bool = False,
         repair: bool = False,
+        factors: Factors = PASSPHRASE_ONLY,
     ) -> Vault:
         """Unlock a vault.
+
+        ``factors``: a keyfile's hash, or that the secret is a recovery key
+        (keyslots.py); a missing or wrong keyfile is refused before the
+        passphrase is asked.
 
         ``journal=True`` (the mount daemon) makes each change cost one write()
         to the journal instead of an fsync; see journal.py. Whatever a killed
@@ -218,14 +225,16 @@ class Vault:
         store = Store(path, readonly=readonly, map_size=map_size)
         try:
             header, slots = read_header_and_slots(store)
+            candidates(path, slots, factors)  # damage and missing factors: before asking
             # A callable is asked only now, once the file is known to be a
             # readable vault: nobody types a passphrase for a broken file.
             secret = passphrase() if callable(passphrase) else bytearray(passphrase)
             kdf_started = time.perf_counter()
-            master = unlock_master(path, header, slots, secret)
+            master, opened = unlock(path, header, slots, secret, factors)
             kdf_seconds = time.perf_counter() - kdf_started
             vault = cls(store, header, slots, master, compact_delay=compact_delay)
             vault.kdf_seconds = kdf_seconds
+            vault.opened_with = opened
             with store.read() as txn:
                 applied = open_state(
                     vault._sealer, vault._state_key, txn.get(STATE_KEY, STATE), path
@@ -267,6 +276,48 @@ class Vault:
         if loaded.compaction_owed:
             self._writer.compaction_owed = True  # an earlier session never compacted
             self._writer.pending_shreds = 1
+
+    # -- keyslots (the policy is keyslots.py) -----------------------------------------
+
+    def is_master(self, key: bytes | bytearray) -> bool:
+        """Whether ``key`` is this vault's master key (constant time)."""
+        return self._sealer.is_master(key)
+
+    def new_slot(
+        self,
+        index: int,
+        secret: bytearray,
+        kdf: KdfParams,
+        *,
+        kind: str = "passphrase",
+        keyfile: bytes | None = None,
+    ) -> Keyslot:
+        """The master key wrapped under ``secret`` (and a keyfile's hash), not stored yet."""
+        kdf.validate()
+        return self._sealer.keyslot(index, secret, kdf, kind, keyfile)
+
+    def replace_slots(self, added: list[Keyslot], removed: list[int]) -> None:
+        """Store ``added`` (replacing slots of the same index) and delete ``removed``,
+        with the header's authentication re-sealed, in one transaction; then
+        compact, so that no byte of a replaced or removed slot stays in the file."""
+        with self._lock:
+            self._check_writable()
+            gone = set(removed) | {s.index for s in added}
+            slots = sorted(
+                [s for s in self.slots if s.index not in gone] + added, key=lambda s: s.index
+            )
+            auth = self._sealer.seal(Kind.HEADER, header_binding(self.header, slots))
+
+            def txn_fn(txn) -> None:
+                for index in removed:
+                    txn.delete(bytes([index]), db=SLOTS)
+                for slot in added:
+                    txn.put(bytes([slot.index]), slot.encode(), db=SLOTS)
+                txn.put(HEADER_AUTH_KEY, auth, db=META)
+
+            self._writer.write(txn_fn, owes_compaction=True)
+            self.slots = slots
+        self.compact()
 
     # -- damage ------------------------------------------------------------------
 

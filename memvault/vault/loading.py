@@ -14,15 +14,13 @@ from dataclasses import dataclass
 from itertools import zip_longest
 from pathlib import Path
 
-from ..crypto import DecryptionError, KdfParams, Keyslot, Kind, SlotChecksumError, wipe
+from ..crypto import DecryptionError, Keyslot, Kind, SlotChecksumError, wipe
 from ..errors import (
     NotAVault,
-    UnreasonableKdf,
     UnsupportedFormat,
     VaultCorrupted,
     VaultNotFound,
     VaultTampered,
-    WrongPassphrase,
 )
 from . import padding, records, snapshot
 from .accumulator import Accumulator
@@ -106,26 +104,6 @@ def read_header_and_slots(store: Store) -> tuple[Header, list[Keyslot]]:
     if not slots:
         raise VaultCorrupted(store.path, "it has no keyslots")
     return header, slots
-
-
-def unlock_master(path: Path, header: Header, slots: list, passphrase: bytearray) -> bytearray:
-    """Try each keyslot in turn; return the master key (the passphrase is wiped)."""
-    try:
-        for slot in slots:
-            if not isinstance(slot, Keyslot):
-                raise VaultCorrupted(path, f"keyslot {slot.index} is damaged")
-            try:  # before any Argon2id: a forged slot must not cost minutes and GiBs
-                slot.kdf.validate()
-            except ValueError:
-                raise UnreasonableKdf(slot.index, slot.kdf.describe(), KdfParams.limits()) from None
-        for slot in slots:
-            try:
-                return slot.unwrap(passphrase, header.version, header.vault_id)
-            except DecryptionError:
-                continue
-        raise WrongPassphrase(path)
-    finally:
-        wipe(passphrase)
 
 
 def open_state(sealer: Sealer, state_key: bytearray, sealed, path: Path) -> VaultState:

@@ -8,9 +8,20 @@ body: a value moved to another record, kind or version fails to open.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import struct
 
-from ..crypto import Binding, DecryptionError, Keyslot, Kind, new_key, open_sealed, seal, wipe
+from ..crypto import (
+    Binding,
+    DecryptionError,
+    KdfParams,
+    Keyslot,
+    Kind,
+    new_key,
+    open_sealed,
+    seal,
+    wipe,
+)
 from . import padding, records
 from .header import Header
 from .records import Meta, RecordFormatError
@@ -26,6 +37,7 @@ class Sealer:
 
     def __init__(self, header: Header, master_key: bytearray) -> None:
         self._master = master_key
+        self._header = header
         self._binding = Binding(header.version, header.vault_id)
         self._subkeys: list[bytearray] = []
 
@@ -48,6 +60,30 @@ class Sealer:
 
     def open(self, kind: Kind, sealed, object_id: bytes = b"") -> bytearray:
         return open_sealed(self._master, sealed, self.ad(kind, object_id))
+
+    def keyslot(
+        self,
+        index: int,
+        secret: bytearray,
+        kdf: KdfParams,
+        kind: str,
+        keyfile: bytes | None,
+    ) -> Keyslot:
+        """The master key wrapped in a new keyslot (the secret is not wiped)."""
+        header = self._header
+        return Keyslot.create(
+            index,
+            self._master,
+            secret,
+            kdf,
+            header.version,
+            header.vault_id,
+            kind=kind,
+            keyfile=keyfile,
+        )
+
+    def is_master(self, key: bytes | bytearray) -> bool:
+        return hmac.compare_digest(bytes(key), bytes(self._master))
 
     def new_data_key(self, record_id: bytes) -> tuple[bytearray, bytes]:
         """A fresh data key for a record and its wrapped (stored) form."""
@@ -133,8 +169,9 @@ class Sealer:
 
 
 def header_binding(header: Header, slots: list[Keyslot]) -> bytes:
-    """What the authenticated header commits to: the header and every slot's KDF."""
+    """What the authenticated header commits to: the header and every slot's KDF
+    (and kind, but for passphrase slots, bound as they always were)."""
     parts = [header.encode()]
     for slot in sorted(slots, key=lambda s: s.index):
-        parts.append(f"{slot.index}:{slot.kdf.describe()}:{slot.salt.hex()}".encode())
+        parts.append(slot.binding().encode())
     return b"\n".join(parts)
