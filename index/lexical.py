@@ -12,7 +12,7 @@ import math
 import re
 from array import array
 from collections import Counter, OrderedDict
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 
 import numpy as np
 import Stemmer
@@ -228,24 +228,15 @@ class BM25:
 
     def term_scores(self, terms: Iterable[str]) -> np.ndarray | None:
         """Every document's score for terms already tokenized (None: no documents)."""
-        n = len(self._docs)
-        if not n:
+        if not self._docs:
             return None
-        average = self._total / n
         scores = np.zeros(len(self._length_array), np.float32)
-        for term in terms:
-            term_id = self._term_ids.get(term)
-            if term_id is None or not self._df[term_id]:
-                continue
-            df = int(self._df[term_id])
-            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        for term_id, idf in self._weighed(terms):
             row = self._dense.get(term_id)
             if row is None:
                 ids_buffer, tfs_buffer = self._postings[term_id]
                 ids = np.frombuffer(ids_buffer, np.int32)  # views: nothing is copied
                 tfs = np.frombuffer(tfs_buffer, np.float32)
-                if self._norms is None:
-                    self._norms = self.k1 * (1 - self.b + (self.b / average) * self._length_array)
                 weights = (idf * (self.k1 + 1)) * tfs / (tfs + self._norms[ids])
                 if len(ids) < self.DENSE_MIN:
                     scores[ids] += weights
@@ -260,23 +251,27 @@ class BM25:
         terms already tokenized: a binary search of each term's postings for
         them, not a pass over the postings or a row for every document."""
         scores = np.zeros(len(doc_ids), np.float32)
-        n = len(self._docs)
-        if not n or not len(doc_ids):
+        if not self._docs or not len(doc_ids):
             return scores
-        if self._norms is None:
-            self._norms = self.k1 * (1 - self.b + (self.b / (self._total / n)) * self._length_array)
-        for term in terms:
-            term_id = self._term_ids.get(term)
-            if term_id is None or not self._df[term_id]:
-                continue
-            df = int(self._df[term_id])
-            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        for term_id, idf in self._weighed(terms):
             ids, tfs = self._sorted_postings(term_id)
             at = np.minimum(np.searchsorted(ids, doc_ids), len(ids) - 1)
             found = np.flatnonzero(ids[at] == doc_ids)
             tf = tfs[at[found]]
             scores[found] += (idf * (self.k1 + 1)) * tf / (tf + self._norms[doc_ids[found]])
         return scores * self._alive[doc_ids]
+
+    def _weighed(self, terms: Iterable[str]) -> Iterator[tuple[int, float]]:
+        """(term id, idf) of the terms some live document holds; the documents'
+        length normalisation made ready for them (index not empty)."""
+        n = len(self._docs)
+        if self._norms is None:
+            self._norms = self.k1 * (1 - self.b + (self.b / (self._total / n)) * self._length_array)
+        for term in terms:
+            term_id = self._term_ids.get(term)
+            if term_id is not None and self._df[term_id]:
+                df = int(self._df[term_id])
+                yield term_id, math.log(1 + (n - df + 0.5) / (df + 0.5))
 
     def _sorted_postings(self, term_id: int) -> tuple[np.ndarray, np.ndarray]:
         """A term's postings (views), ordered by document id first if they were not."""
