@@ -49,14 +49,14 @@ ALPHA = 0.6
 FEEDBACK_CHUNKS = 3
 FEEDBACK_TERMS = 10
 FEEDBACK_WEIGHT = 0.3
-FEEDBACK_POOL = 4
-"""The feedback pass rescores the best FEEDBACK_POOL * fetch chunks by words and the
-nearest, not every chunk: at 57,000 chunks, 0.6 ms instead of 2.5."""
 """Pseudo-relevance feedback: the commonest FEEDBACK_TERMS other words of the
 best FEEDBACK_CHUNKS count at this weight in a second pass. Measured on the
 LoCoMo development set (R@10 without / with): one turn per file 0.702 /
 0.730 (0.735 at weight 0.5), one session per file 0.944 / 0.938 (0.927 at
 0.5): short memories gain, long ones lose a little, so the weight is low."""
+FEEDBACK_POOL = 4
+"""The feedback pass rescores the best FEEDBACK_POOL * fetch chunks by words and the
+nearest, not every chunk: at 57,000 chunks, 0.8 ms instead of 2.5."""
 
 
 @dataclass(frozen=True)
