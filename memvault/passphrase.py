@@ -18,6 +18,7 @@ import sys
 
 from .crypto.recovery import RecoveryKeyTypo as _Typo
 from .crypto.recovery import parse_recovery_key
+from .crypto.secret import wipe
 from .errors import PassphraseError, RecoveryKeyTypo
 
 ENV_VAR = "MEMVAULT_PASSPHRASE"
@@ -43,8 +44,7 @@ def read_recovery_key(*, from_stdin: bool) -> bytearray:
     except _Typo as exc:
         raise RecoveryKeyTypo(str(exc)) from None
     finally:
-        for i in range(len(typed)):
-            typed[i] = 0
+        wipe(typed)
 
 
 def _read(from_stdin: bool, env_var: str, prompt: str, confirm: bool, what: str) -> bytearray:

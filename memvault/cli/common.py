@@ -85,10 +85,11 @@ def factors(args: argparse.Namespace) -> Factors:
     )
 
 
-def open_options(args: argparse.Namespace) -> dict:
+def open_options(args: argparse.Namespace, given: Factors | None = None) -> dict:
+    """Vault.open's options from the command line (``given`` factors instead of --keyfile's)."""
     return {
         "accept_journal_loss": getattr(args, "accept_journal_loss", False),
-        "factors": factors(args),
+        "factors": factors(args) if given is None else given,
     }
 
 
@@ -148,9 +149,7 @@ def open_in_process(
 ) -> Vault:
     """The vault opened by this process (asking the secret only if it must, unless
     ``given_secret``); ``options`` go to Vault.open (``factors`` replaces --keyfile's)."""
-    options.setdefault("accept_journal_loss", getattr(args, "accept_journal_loss", False))
-    if "factors" not in options:
-        options["factors"] = factors(args)
+    options = {**open_options(args, options.pop("factors", None)), **options}
     vault = Vault.open(
         vault_path(args),
         (lambda: secret(args)) if given_secret is None else given_secret,

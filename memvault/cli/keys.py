@@ -160,13 +160,14 @@ def cmd_keyslot_remove(args: argparse.Namespace) -> int:
 
 def cmd_2fa_enable(args: argparse.Namespace) -> int:
     path = vault_path(args)
-    slots = [s for s in read_info(path).slots if isinstance(s, Keyslot)]
+    stored = read_info(path).slots
+    slots = [s for s in stored if isinstance(s, Keyslot)]
     if slots and not any(s.kind == "passphrase" for s in slots):
         raise KeyslotRefused(
             "Every passphrase keyslot of the vault already needs a keyfile (2FA is on)."
         )
     no_keyfile = Factors()
-    candidates(path, read_info(path).slots, no_keyfile)
+    candidates(path, stored, no_keyfile)
     current = secret(args)
     keyfile = chosen_keyfile(getattr(args, "keyfile", None)) or Path(f"{path}.keyfile")
     created = not keyfile.exists()
