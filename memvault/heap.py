@@ -5,7 +5,9 @@ Loading allocates and frees hundreds of megabytes in small pieces
 heap, where a few live objects pin them, and the daemon would carry them
 for its whole life: ``trim`` returns them (116 MB at 20,000 memories).
 ``drop_mapped`` does the same for the pages of the vault file read through
-LMDB's map.
+LMDB's map. Searches and embeddings do the same on a smaller scale (45 MB
+of freed activations and temporaries after 200 searches at 20,000
+memories): their owner releases both once a burst has paused (``Debounced``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ import ctypes
 import ctypes.util
 import functools
 import os
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -28,6 +33,49 @@ def trim() -> None:
     libc = _libc()
     if libc is not None and hasattr(libc, "malloc_trim"):
         libc.malloc_trim(0)
+
+
+class Debounced:
+    """``action`` run once no ``poke`` came for ``delay`` seconds, in a thread of
+    its own: each poke costs a deadline set under a lock."""
+
+    def __init__(self, delay: float, action: Callable[[], None]) -> None:
+        self._delay, self._action = delay, action
+        self._due: float | None = None
+        self._stopped = False
+        self._armed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def poke(self) -> None:
+        with self._armed:
+            if self._stopped:
+                return
+            already = self._due is not None
+            self._due = time.monotonic() + self._delay
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="debounced", daemon=True)
+                self._thread.start()
+            elif not already:
+                self._armed.notify()
+
+    def stop(self) -> None:
+        """Cancel a pending run, and wait for one already running (its action
+        may use what the caller is about to close)."""
+        with self._armed:
+            self._stopped, self._due = True, None
+            self._armed.notify()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self._armed:
+                while not self._stopped and (self._due is None or self._due > time.monotonic()):
+                    self._armed.wait(None if self._due is None else self._due - time.monotonic())
+                if self._stopped:
+                    return
+                self._due = None
+            self._action()
 
 
 MADV_DONTNEED = 4
