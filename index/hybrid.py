@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -71,6 +71,20 @@ class Hit:
     lexical: float  # the chunk's BM25 score (0: no query word in it)
     cosine: float | None  # None: not embedded yet
     others: tuple[Chunk, ...] = ()
+
+
+@dataclass
+class WordEvidence:
+    """What a query's words say, before its vector is needed (HybridIndex.read_words)."""
+
+    scope: np.ndarray | None  # the chunks searched (None: all)
+    scores: np.ndarray | None  # every chunk's BM25 (None: no chunk yet)
+    ranked: np.ndarray  # the best by words, best first
+    pool: np.ndarray  # the same by id: the chunks the feedback rescored
+    fetch: int
+    feedback: float
+    terms: list[str] = field(default_factory=list)  # the feedback's words
+    more: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))  # over pool
 
 
 class HybridIndex:
@@ -182,7 +196,7 @@ class HybridIndex:
     def search(
         self,
         query: str,
-        vector: np.ndarray | Callable[[], np.ndarray | None] | None,
+        vector: np.ndarray | None,
         k: int = 10,
         *,
         allowed: Collection[bytes] | None = None,
@@ -191,52 +205,73 @@ class HybridIndex:
         feedback: float = FEEDBACK_WEIGHT,
     ) -> list[Hit]:
         """The best ``k`` records for ``query``, whose embedding is ``vector`` (None:
-        words only; a callable: asked for it once the words are scored, so the
-        query can be embedded meanwhile), each with its matching chunks.
-        ``allowed`` (record ids) limits the search to those records: both
-        signals are then computed over their chunks only, so a small directory
-        is searched exactly.
+        words only), each with its matching chunks. ``allowed`` (record ids)
+        limits the search to those records: both signals are then computed
+        over their chunks only, so a small directory is searched exactly.
 
-        Then once more with the query's words widened by the commonest other
-        words of the best FEEDBACK_CHUNKS by words (pseudo-relevance feedback,
-        weighted ``feedback``): a memory that says the same thing in the words
-        of the best matches, but not in the question's, moves up. The feedback
-        needs no vector, so it is computed while the query is being embedded."""
+        In two steps, so that an owner can score the words while it embeds
+        the query: ``read_words`` needs no vector, ``rank`` does."""
+        words = self.read_words(query, allowed=allowed, fetch=fetch, feedback=feedback)
+        return self.rank(words, vector, k, alpha=alpha)
+
+    def read_words(
+        self,
+        query: str,
+        *,
+        allowed: Collection[bytes] | None = None,
+        fetch: int = FETCH,
+        feedback: float = FEEDBACK_WEIGHT,
+    ) -> WordEvidence:
+        """What the query's words say: BM25 of every chunk, the best of them, and
+        the pseudo-relevance feedback: the commonest other words of the best
+        FEEDBACK_CHUNKS by words, weighted ``feedback``, scored over the best
+        FEEDBACK_POOL * fetch (a memory that says the same thing in the words
+        of the best matches, but not in the question's, moves up)."""
         scope = None
         if allowed is not None:
             scope = np.fromiter(
                 (cid for rid in allowed for cid in self._by_record.get(rid, ())), np.int64
             )
-        words = self._within(self.lexical.scores(query), scope)
-        ranked = self._best(words, FEEDBACK_POOL * fetch)
-        terms: list[str] = []
-        pool = np.sort(ranked)  # only the best by words and the nearest can rise
-        more = np.zeros(0, np.float32)
+        scores = self._within(self.lexical.scores(query), scope)
+        ranked = self._best(scores, FEEDBACK_POOL * fetch)
+        evidence = WordEvidence(scope, scores, ranked, np.sort(ranked), fetch, feedback)
         if feedback and len(ranked):
             best = ranked[:FEEDBACK_CHUNKS].tolist()
-            terms = self.lexical.frequent_terms(best, FEEDBACK_TERMS, set(tokenize(query)))
-            more = self.lexical.term_scores_among(terms, pool)
-        if callable(vector):  # being embedded meanwhile: needed only now
-            vector = vector()
+            leave_out = set(tokenize(query))
+            evidence.terms = self.lexical.frequent_terms(best, FEEDBACK_TERMS, leave_out)
+            evidence.more = self.lexical.term_scores_among(evidence.terms, evidence.pool)
+        return evidence
+
+    def rank(
+        self,
+        evidence: WordEvidence,
+        vector: np.ndarray | None,
+        k: int = 10,
+        *,
+        alpha: float = ALPHA,
+    ) -> list[Hit]:
+        """The best ``k`` records by ``evidence`` (of ``read_words``, with the
+        index unchanged since) and the query's ``vector`` (None: words only)."""
+        words, ranked, pool, more = evidence.scores, evidence.ranked, evidence.pool, evidence.more
+        fetch = evidence.fetch
         nearest = []
         if vector is not None and len(self.vectors):
-            nearest = self._nearest(vector, fetch, scope)
+            nearest = self._nearest(vector, fetch, evidence.scope)
         cosines = dict(nearest)  # every candidate's, computed once per query
         if not more.any():
-            return self._files(
-                self._fuse(words, ranked[:fetch], vector, nearest, cosines, alpha), words, k
-            )
+            fused = self._fuse(words, ranked[:fetch], vector, nearest, cosines, alpha)
+            return self._files(fused, words, k)
         # A chunk outside the pool needs a query word (below the best
         # FEEDBACK_POOL * fetch) or a cosine the nearest would have shown.
         extra = np.setdiff1d(np.array([cid for cid, _ in nearest], np.int64), pool)
         extra = extra[extra < len(words)]
         if len(extra):
             pool = np.concatenate([pool, extra])
-            more = np.concatenate([more, self.lexical.term_scores_among(terms, extra)])
+            more = np.concatenate([more, self.lexical.term_scores_among(evidence.terms, extra)])
             order = np.argsort(pool, kind="stable")
             pool, more = pool[order], more[order]
         combined = words.copy()
-        combined[pool] += feedback * more
+        combined[pool] += evidence.feedback * more
         top = pool[np.argsort(-combined[pool], kind="stable")[:fetch]]
         top = top[combined[top] > 0]
         fused = self._fuse(combined, top, vector, nearest, cosines, alpha)

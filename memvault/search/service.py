@@ -26,6 +26,7 @@ and building the graph again.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -151,15 +152,6 @@ class SearchService:
             while len(self._query_vectors) > QUERY_VECTORS:
                 self._query_vectors.popitem(last=False)
         return vector
-
-    def _embedding_meanwhile(self, text: str) -> Callable[[], np.ndarray]:
-        """The query's vector, being computed on another thread (onnxruntime runs
-        without the GIL) while its words are scored: most of an embedding's 2 ms
-        is hidden. Once the service is stopped, computed when asked."""
-        try:
-            return self._query_threads.submit(self._query_vector, text).result
-        except RuntimeError:  # shut down
-            return lambda: self._query_vector(text)
 
     def ensure_model(self):
         """The accepted embedder; raises ModelMismatch if the vault is pinned to another."""
@@ -527,10 +519,19 @@ class SearchService:
     def search(self, query: Query) -> list[Result]:
         """The answer to a checked query, best first; raises ModelMismatch, ModelMissing."""
         allowed = self.vault.records_under(query.prefix) if query.prefix else None
-        vector = self._embedding_meanwhile(query.text)
         with self._lock:
             self._index_changed()  # read-your-writes: every closed memory by its words
-            hits: list[Hit] = self.index.search(query.text, vector, query.k, allowed=allowed)
+            read = functools.partial(self.index.read_words, query.text, allowed=allowed)
+            try:  # words scored on another thread (under this lock) while this one embeds
+                words = self._query_threads.submit(read)
+            except RuntimeError:  # shut down
+                vector, evidence = self._query_vector(query.text), read()
+            else:
+                try:
+                    vector = self._query_vector(query.text)
+                finally:
+                    evidence = words.result()  # never left running past the lock
+            hits: list[Hit] = self.index.rank(evidence, vector, query.k)
         results = []
         for hit in hits:
             meta = self.vault.by_record_id(hit.record_id)
