@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from memvault.index.embedder import DIMENSIONS, Embedder
-from memvault.index.model import build, package_dir, quantize, read_safetensors
+from memvault.index.graph import build, read_safetensors
+from memvault.index.model import package_dir, quantize
 
 pytestmark = pytest.mark.model  # the real embedding model
 
