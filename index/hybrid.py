@@ -408,15 +408,16 @@ class HybridIndex:
         cls,
         data: bytes,
         dim: int,
-        vectors_of: Callable[[bytes, int, int], np.ndarray | None],
+        vectors_of: Callable[[list[tuple[bytes, int]]], list[np.ndarray | None]],
         *,
         hnsw_threshold: int = HNSW_THRESHOLD,
     ) -> tuple[HybridIndex, dict[bytes, int]]:
         """The index of ``export`` and the version of each record in it.
 
-        ``vectors_of(record_id, version, chunks)`` gives a record's stored
-        vectors, or None: a record without them is left out (the owner
-        indexes it again). ValueError if ``data`` is not an export."""
+        ``vectors_of([(record_id, version), ...])`` gives each record's stored
+        vectors, or None: a record without them, or without one per chunk, is
+        left out (the owner indexes it again). ValueError if ``data`` is not
+        an export."""
         header, records, versions, counts, chunk_ids, lines, strings, lexical, graph = unpack(
             data, 9
         )
@@ -440,10 +441,7 @@ class HybridIndex:
         def strings(text: str) -> str:
             return shared.setdefault(text, text)
 
-        matrix = np.empty((len(chunk_ids), dim), np.float32)  # filled in place: no copies
-        for rid, version, end, count in zip(
-            record_ids, versions.tolist(), ends, counts.tolist(), strict=True
-        ):
+        for rid, end, count in zip(record_ids, ends, counts.tolist(), strict=True):
             ids = chunk_ids[end - count : end].tolist()
             for i, (start, stop), (heading, title) in zip(
                 ids, lines[end - count : end].tolist(), places[end - count : end], strict=True
@@ -451,11 +449,15 @@ class HybridIndex:
                 place = Chunk(strings(heading), start, stop, "", strings(title))
                 index._chunks[i] = (rid, place)
             index._by_record[rid] = ids
-            vectors = vectors_of(rid, version, count)
+        stored = vectors_of(list(zip(record_ids, versions.tolist(), strict=True)))
+        matrix = np.empty((len(chunk_ids), dim), np.float32)  # filled in place: no copies
+        for rid, version, count, vectors in zip(
+            record_ids, versions.tolist(), counts.tolist(), stored, strict=True
+        ):
             if vectors is not None and vectors.shape == (count, dim):
                 kept[rid] = version
                 matrix[len(with_vectors) : len(with_vectors) + count] = vectors
-                with_vectors += ids
+                with_vectors += index._by_record[rid]
         if len(index._chunks) != len(chunk_ids) or len(index.lexical) != len(chunk_ids):
             raise ValueError("inconsistent index")
         ids = np.array(with_vectors, np.int64)

@@ -197,12 +197,18 @@ class SearchService:
             return
         self._replace_stored = True  # until it proves usable
 
-        def vectors_of(record_id: bytes, version: int, chunks: int) -> np.ndarray | None:
-            meta = self.vault.by_record_id(record_id)
-            if meta is None or meta.orphan or meta.body_gen != version:
-                return None
-            stored = self.vault.get_derived(record_id)
-            return decode_vectors(stored, pinned) if stored else None
+        def vectors_of(wanted: list[tuple[bytes, int]]) -> list[np.ndarray | None]:
+            """Each record's stored vectors, if made from the body the index knew."""
+            current = [self.vault.by_record_id(record_id) for record_id, _ in wanted]
+            fresh = [
+                meta is not None and not meta.orphan and meta.body_gen == version
+                for meta, (_, version) in zip(current, wanted, strict=True)
+            ]
+            stored = self.vault.get_derived_many(
+                [record_id for (record_id, _), ok in zip(wanted, fresh, strict=True) if ok]
+            )
+            found = iter(decode_vectors(blob, pinned) if blob else None for blob in stored)
+            return [next(found) if ok else None for ok in fresh]
 
         try:
             header, body = unpack(data, 2)

@@ -176,7 +176,9 @@ def test_a_restored_index_never_gives_a_new_chunk_an_id_its_graph_still_holds():
     stored = {r: idx.record_vectors(r)[1] for r in idx._by_record if r != rid("half")}
     data = idx.export(dict.fromkeys(idx._by_record, 1))
 
-    restored, kept = HybridIndex.restore(data, 8, lambda r, v, n: stored.get(r), hnsw_threshold=4)
+    restored, kept = HybridIndex.restore(
+        data, 8, lambda wanted: [stored.get(r) for r, _ in wanted], hnsw_threshold=4
+    )
     assert restored.vectors.uses_hnsw and rid("half") not in kept
     restored.remove(rid("done0"))  # more deleted places in the graph, taken by new chunks
     restored.remove(rid("done1"))
