@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from synthetic import THINGS, TOPICS, note, notes  # noqa: E402
 
+from memvault.fs import control  # noqa: E402
 from memvault.index.embedder import DIMENSIONS, Embedder  # noqa: E402
 from memvault.search import Query, SearchService  # noqa: E402
 from memvault.search.service import GIVE_BACK_AFTER_S  # noqa: E402
@@ -127,10 +128,17 @@ def bench(n: int, work: Path, threads: int, existing: Path | None = None) -> Non
     mounted(vault_path, work, qs)
 
 
-def index_state(cli: list[str], env: dict[str, str]) -> str:
-    """The daemon's search index state, as `memvault status --json` reports it."""
-    done = subprocess.run([*cli, "status", "--json"], env=env, check=True, capture_output=True)
-    return json.loads(done.stdout).get("daemon", {}).get("search_index", "")
+def daemon_record(work: Path) -> dict:
+    """The runtime record (pid, control socket) of the daemon the benchmark started."""
+    return json.loads(next((work / "run" / "memvault").glob("*.json")).read_text())
+
+
+def index_state(work: Path) -> str:
+    """The daemon's search index state, asked on its control socket from this
+    process: a `memvault status` per poll would start a Python on the cores
+    the daemon loads its index with."""
+    socket = next((work / "run" / "memvault").glob("*.sock"))
+    return control.ask(socket, "status", pid=daemon_record(work)["pid"]).get("search_index", "")
 
 
 def mounted(vault_path: Path, work: Path, qs: list[str]) -> None:
@@ -156,7 +164,7 @@ def mounted(vault_path: Path, work: Path, qs: list[str]) -> None:
         f"until the first search answers: {ready - started:.2f} s"
     )
     try:
-        while index_state(cli, env) != "ready":
+        while index_state(work) != "ready":
             time.sleep(0.2)
         loaded = time.perf_counter() - started
         print(
@@ -183,8 +191,7 @@ def mounted(vault_path: Path, work: Path, qs: list[str]) -> None:
             store.append(time.perf_counter() - t)
         print(f"- store one memory through the mount until searchable: {ms(store)}")
         time.sleep(GIVE_BACK_AFTER_S + 1)  # the daemon gives freed memory back in a pause
-        record = next((work / "run" / "memvault").glob("*.json")).read_text()
-        pid = int(record.split('"pid": ')[1].split(",")[0])
+        pid = daemon_record(work)["pid"]
         status = dict(
             line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
         )
