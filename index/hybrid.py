@@ -343,8 +343,12 @@ class HybridIndex:
         span = max(max(cosines, default=MIN_COSINE), STRONG_COSINE) - MIN_COSINE
         fused = []
         for cid, bm25, cosine in rows:
-            meaning = 0.0 if cosine is None else max(0.0, cosine - MIN_COSINE) / span
-            fused.append((alpha * bm25 / top_bm25 + (1 - alpha) * meaning, cid, cosine))
+            words = bm25 / top_bm25
+            # Not embedded yet (just written): its words stand for its meaning,
+            # so a fresh memory holding every query word is not outranked by
+            # older ones that share one word and are close in meaning.
+            meaning = words if cosine is None else max(0.0, cosine - MIN_COSINE) / span
+            fused.append((alpha * words + (1 - alpha) * meaning, cid, cosine))
         fused.sort(key=lambda f: (-f[0], f[1]))
         return fused
 

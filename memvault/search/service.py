@@ -48,7 +48,7 @@ from ..vault import Vault
 from ..vault.records import FILE
 from .query import Query
 from .result import Result, describe
-from .stored import decode_vectors, encode_vectors
+from .stored import as_stored, decode_vectors, encode_vectors
 
 log = logging.getLogger("memvault.search")
 
@@ -470,7 +470,7 @@ class SearchService:
     def _absorb(self, batch: dict[int, str], vectors: np.ndarray) -> None:
         """Add a batch's vectors to the index and store them, sealed, in the vault."""
         with self._lock:
-            self.index.add_vectors(batch, vectors)
+            self.index.add_vectors(batch, as_stored(vectors))
             self._maybe_build_graph()
             done = self._completed(batch)
         self._store_vectors(done)

@@ -27,9 +27,9 @@ last line"""
 
 
 def test_sections_heading_paths_and_line_ranges():
-    chunks = chunk_markdown(DOC)
+    chunks = chunk_markdown(DOC, max_chars=30)  # no two sections fit together
     lines = DOC.splitlines()
-    assert [c.heading for c in chunks] == [
+    assert list(dict.fromkeys(c.heading for c in chunks)) == [
         "",
         "Project API",
         "Project API > Deploy",
@@ -39,9 +39,36 @@ def test_sections_heading_paths_and_line_ranges():
     ]
     for chunk in chunks:
         assert chunk.text == "\n".join(lines[chunk.start_line - 1 : chunk.end_line])
-    deploy = chunks[2]
-    assert "# not a heading" in deploy.text and deploy.start_line == 6
+    fenced = [c for c in chunks if "# not a heading" in c.text]
+    assert [c.heading for c in fenced] == ["Project API > Deploy"]
     assert chunks[-1].end_line == len(lines)
+
+
+def test_a_memory_that_fits_in_the_window_is_one_chunk():
+    (chunk,) = chunk_markdown(DOC)
+    assert (chunk.heading, chunk.start_line, chunk.end_line) == ("", 1, len(DOC.splitlines()))
+    assert chunk.text == DOC
+
+
+def test_small_sections_merge_up_to_the_window_and_a_big_one_stands_alone():
+    parts = [f"# Part {i}\n" + "word " * 50 for i in range(10)]  # about 260 characters each
+    doc = "\n".join(parts[:7]) + "\n# Big\n" + "long line of text\n" * 80 + "\n".join(parts[7:])
+    chunks = chunk_markdown(doc, max_chars=1000)
+    assert [c.heading for c in chunks] == [
+        "Part 0",
+        "Part 3",
+        "Part 6",
+        "Big",
+        "Big",
+        "Part 7",
+    ]  # three parts fit in 1,000 characters, four do not; Part 6 does not join Big
+    assert all(len(c.text) <= 1000 for c in chunks)
+    lines = doc.splitlines()
+    covered = []
+    for c in chunks:
+        assert c.text == "\n".join(lines[c.start_line - 1 : c.end_line])
+        covered += list(range(c.start_line, c.end_line + 1))
+    assert covered == list(range(1, len(lines) + 1)), "every line exactly once"
 
 
 def test_long_sections_are_split_with_exact_ranges():

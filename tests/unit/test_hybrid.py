@@ -89,7 +89,9 @@ def test_a_strong_single_signal_hit_wins_and_scores_stay_in_0_1(ask):
 
 def test_results_are_files_with_their_matching_chunks(embedder):
     idx = HybridIndex(DIMENSIONS)
-    long_note = "\n".join(f"# Part {i}\nThe zebrafish tank, detail {i}." for i in range(12))
+    filler = "The rest of this part is about other things entirely. " * 14
+    parts = (f"# Part {i}\nThe zebrafish tank, detail {i}. {filler}" for i in range(12))
+    long_note = "\n".join(parts)  # each part too long to share a chunk with the next
     idx.put(b"long", long_note)
     idx.put(b"short", "# Fish\nThe zebrafish tank is cleaned on Tuesdays.")
     while batch := idx.pending_batch(32):

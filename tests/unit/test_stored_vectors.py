@@ -1,4 +1,5 @@
-"""Stored chunk vectors are used only with the model and the chunking that made them."""
+"""Stored chunk vectors: compact, and used only with the model and the chunking
+that made them."""
 
 from __future__ import annotations
 
@@ -11,11 +12,30 @@ from memvault.index.chunking import CHUNKING_VERSION, chunk_markdown
 from memvault.search.stored import decode_vectors, encode_vectors
 
 
-def test_vectors_of_another_model_or_chunking_are_not_used():
-    chunks = chunk_markdown("# A\none\n# B\ntwo\n")
-    matrix = np.arange(2 * 4, dtype=np.float32).reshape(2, 4)
+def unit_rows(count: int, dim: int = 384, seed: int = 0) -> np.ndarray:
+    rows = np.random.default_rng(seed).standard_normal((count, dim)).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def test_vectors_are_stored_as_int8_and_keep_their_direction():
+    chunks = chunk_markdown("# A\none\n" + "x" * 2000 + "\n# B\ntwo\n")
+    matrix = unit_rows(len(chunks))
     blob = encode_vectors("sha-a", chunks, matrix)
-    assert np.array_equal(decode_vectors(blob, "sha-a"), matrix)
+    (length,) = struct.unpack_from(">I", blob)
+    assert len(blob) - 4 - length == len(chunks) * (384 + 4), "one byte a dimension, a scale"
+    decoded = decode_vectors(blob, "sha-a")
+    assert decoded.shape == matrix.shape and decoded.dtype == np.float32
+    cosines = (decoded * matrix).sum(1) / np.linalg.norm(decoded, axis=1)
+    assert cosines.min() > 0.9999
+    zero = encode_vectors("sha-a", chunks[:1], np.zeros((1, 384), np.float32))
+    assert not np.any(decode_vectors(zero, "sha-a")), "a zero vector stays zero, no NaN"
+
+
+def test_vectors_of_another_model_or_chunking_are_not_used():
+    chunks = chunk_markdown("# A\none\n" + "x" * 2000 + "\n# B\ntwo\n")
+    matrix = unit_rows(len(chunks))
+    blob = encode_vectors("sha-a", chunks, matrix)
+    assert decode_vectors(blob, "sha-a") is not None
     assert decode_vectors(blob, "sha-b") is None
     (length,) = struct.unpack_from(">I", blob)
     header = json.loads(blob[4 : 4 + length])
@@ -24,8 +44,9 @@ def test_vectors_of_another_model_or_chunking_are_not_used():
         raw = json.dumps(changed).encode()
         return struct.pack(">I", len(raw)) + raw + blob[4 + length :]
 
+    reordered = with_header(dict(reversed(header.items())))  # parsed, not matched by prefix
+    assert np.array_equal(decode_vectors(reordered, "sha-a"), decode_vectors(blob, "sha-a"))
     other = with_header({**header, "chunking": CHUNKING_VERSION + 1})
     assert decode_vectors(other, "sha-a") is None, "cut by another chunking"
-    del header["chunking"]  # stored before chunkings had versions: version 1
-    expected = matrix if CHUNKING_VERSION == 1 else None
-    assert np.array_equal(decode_vectors(with_header(header), "sha-a"), expected)
+    older = {key: value for key, value in header.items() if key not in ("chunking", "vectors")}
+    assert decode_vectors(with_header(older), "sha-a") is None, "float32, chunking 1: embed again"

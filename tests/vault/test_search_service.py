@@ -8,6 +8,7 @@ import pytest
 from memvault.index.embedder import DIMENSIONS, Embedder
 from memvault.index.model import cache_dir
 from memvault.search import Query, SearchService, open_search
+from memvault.search.stored import decode_vectors
 from memvault.vault import Vault
 
 from ..conftest import FAST_KDF, PASSPHRASE, assert_nowhere, busy_mount, reopen
@@ -82,8 +83,9 @@ def test_reindex_drops_and_rebuilds(vault_path, embedder):
         assert service.wait_idle(60)
         after = vault.get_derived(vault.record_id("deploy.md"))
         assert before is not None and after is not None
-        vectors = np.frombuffer(after[-DIMENSIONS * 4 :], np.float32)
-        assert abs(float(np.linalg.norm(vectors)) - 1.0) < 1e-4
+        vectors = decode_vectors(after, service.ensure_model().model_sha256)
+        assert vectors.shape == (1, DIMENSIONS)
+        assert abs(float(np.linalg.norm(vectors)) - 1.0) < 1e-3
         service.stop()
 
 

@@ -87,7 +87,8 @@ def test_the_index_is_restored_at_unlock_as_it_was(vault_path, embedder):
         assert len(found.index) > GRAPH_AT
         assert answers(found) == before
         vault.put("violin/new.md", b"# Violin\nA brand new violin lesson plan.")
-        assert found.search(Query("violin lesson plan"))[0].path == "violin/new.md"
+        got = found.search(Query("violin lesson plan"))
+        assert got[0].path == "violin/new.md", [(r.path, r.score, r.cosine, r.words) for r in got]
 
 
 def test_the_stored_index_is_sealed(vault_path, embedder):
@@ -96,11 +97,14 @@ def test_the_stored_index_is_sealed(vault_path, embedder):
         found = service(vault, embedder)
         cid = found.index._by_record[vault.record_id("secret/quokka.md")][0]
         vector = found.index.vectors.get([cid])[0]
+        stored_vectors = vault.get_derived(vault.record_id("secret/quokka.md"))  # int8, plain
     assert_nowhere([b"quokkaflute", b"lighthouse", b"Field trip"], vault_path.parent)
     data = vault_path.read_bytes()
     raw_vector = np.asarray(vector, np.float32).tobytes()
     for i in range(0, len(raw_vector) - 16, 16):
         assert raw_vector[i : i + 16] not in data, "a vector's bytes in the clear"
+    for i in range(0, len(stored_vectors) - 16, 16):
+        assert stored_vectors[i : i + 16] not in data, "stored vectors in the clear"
 
 
 def test_a_change_deletes_it_and_a_shred_leaves_no_trace_of_it(vault_path, embedder):
