@@ -49,6 +49,7 @@ from ..errors import (
     VaultNotFound,
     VaultTampered,
 )
+from . import padding
 from .accumulator import Accumulator
 from .bodies import CHUNK_SIZE, Bodies, ChunkMissing
 from .damage import Damage
@@ -958,7 +959,7 @@ class Vault:
         """Store the search index of the vault as it is now, sealed (Kind.INDEX)."""
         with self._lock:
             self._check_writable()
-            sealed = self._sealer.seal(Kind.INDEX, data, SEARCH_INDEX_KEY)
+            sealed = self._sealer.seal(Kind.INDEX, padding.frame(data), SEARCH_INDEX_KEY, pad=True)
             self._writer.write(
                 lambda txn: txn.put(SEARCH_INDEX_KEY, sealed, db=STATE), bookkeeping=True
             )
@@ -967,10 +968,13 @@ class Vault:
     def search_index(self) -> bytes | None:
         """The stored search index, or None (none stored, or damaged: rebuilt then)."""
         try:
-            return self._index_value(SEARCH_INDEX_KEY)
+            framed = self._index_value(SEARCH_INDEX_KEY)
+            return None if framed is None else padding.unframe(framed)
         except DecryptionError:
             log.warning("the stored search index failed authentication; rebuilding it")
-            return None
+        except ValueError:  # stored unpadded by an earlier version
+            log.info("the stored search index is of an earlier format; rebuilding it")
+        return None
 
     def _index_value(self, key: bytes) -> bytes | None:
         """A sealed search-index value of STATE, opened (None: not stored);
