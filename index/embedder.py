@@ -36,9 +36,9 @@ class Embedder:
         self.model_sha256 = hashlib.sha256(self.model_path.read_bytes()).hexdigest()
         tokenizer = Tokenizer.from_file(str(package_dir() / "tokenizer.json"))
         # The shipped tokenizer truncates and pads to 128: the model reads 256
-        # tokens, and padding to the longest text of a batch wastes nothing.
+        # tokens, and each text is embedded alone, unpadded.
         tokenizer.enable_truncation(MAX_TOKENS)
-        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        tokenizer.no_padding()
         self._tokenizer = tokenizer
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
@@ -57,14 +57,20 @@ class Embedder:
         )
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, DIMENSIONS), np.float32)
-        encodings = self._tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        feed = {"input_ids": ids, "attention_mask": mask}
-        (vectors,) = self._session.run(None, feed, _RUN_OPTIONS)
-        return vectors
+        """One run per text: a text's vector never depends on its neighbours.
+
+        The int8 model quantizes each layer's input with one scale for the
+        whole batch, so a text embedded among others came out at a cosine of
+        0.98-0.99 with itself embedded alone, and the ranking moved from one
+        embedding of a vault to the next. Alone, each run has no padding
+        either: 21 chunks/s at one thread against 18.5 in batches of 16.
+        """
+        out = np.empty((len(texts), DIMENSIONS), np.float32)
+        for row, encoding in enumerate(self._tokenizer.encode_batch(texts)):
+            ids = np.array([encoding.ids], dtype=np.int64)
+            feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+            (out[row : row + 1],) = self._session.run(None, feed, _RUN_OPTIONS)
+        return out
 
     def embed_one(self, text: str) -> np.ndarray:
         return self.embed([text])[0]

@@ -7,10 +7,10 @@ never mixed with this one's.
 
 Vectors are kept as float16: 768 bytes for 384 dimensions instead of 1,536,
 and the index searches with them as stored, so it answers the same before
-and after a lock. (int8 with a scale per vector, half that again, moved the
-LoCoMo development set's turn-level R@10 from 0.727 to 0.717; float16 leaves
-it at 0.727.) The header is 12 bytes, so a one-chunk memory's sealed vectors
-fit four to an LMDB page (the JSON header before took them to three).
+and after a lock. (int8 with a scale per vector would halve that again for
+0.001 of the development set's R@10; see BENCHMARKS.md.) The header is 12
+bytes, so a one-chunk memory's sealed vectors fit four to an LMDB page (the
+JSON header before took them to three).
 Blobs of earlier formats (a JSON header) are embedded again.
 """
 
