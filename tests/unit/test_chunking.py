@@ -26,6 +26,16 @@ alembic upgrade head
 last line"""
 
 
+def assert_every_line_once(doc: str, chunks) -> None:
+    """Each chunk's text is exactly its lines, and the chunks cover the file in order."""
+    lines = doc.splitlines()
+    covered = []
+    for c in chunks:
+        assert c.text == "\n".join(lines[c.start_line - 1 : c.end_line])
+        covered += list(range(c.start_line, c.end_line + 1))
+    assert covered == list(range(1, len(lines) + 1)), "every line exactly once"
+
+
 def test_sections_heading_paths_and_line_ranges():
     chunks = chunk_markdown(DOC, max_chars=30)  # no two sections fit together
     lines = DOC.splitlines()
@@ -63,12 +73,7 @@ def test_small_sections_merge_up_to_the_window_and_a_big_one_stands_alone():
         "Part 7",
     ]  # three parts fit in 1,000 characters, four do not; Part 6 does not join Big
     assert all(len(c.text) <= 1000 for c in chunks)
-    lines = doc.splitlines()
-    covered = []
-    for c in chunks:
-        assert c.text == "\n".join(lines[c.start_line - 1 : c.end_line])
-        covered += list(range(c.start_line, c.end_line + 1))
-    assert covered == list(range(1, len(lines) + 1)), "every line exactly once"
+    assert_every_line_once(doc, chunks)
 
 
 def test_long_sections_are_split_with_exact_ranges():
@@ -78,12 +83,7 @@ def test_long_sections_are_split_with_exact_ranges():
     assert len(chunks) > 5
     assert all(len(c.text) <= 1000 + 200 for c in chunks)
     assert all(c.heading == "Big" for c in chunks)
-    lines = doc.splitlines()
-    covered = []
-    for c in chunks:
-        assert c.text == "\n".join(lines[c.start_line - 1 : c.end_line])
-        covered += list(range(c.start_line, c.end_line + 1))
-    assert covered == list(range(1, len(lines) + 1)), "every line exactly once"
+    assert_every_line_once(doc, chunks)
 
 
 def test_empty_and_blank_documents():
