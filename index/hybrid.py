@@ -167,9 +167,8 @@ class HybridIndex:
         self, size: int, *, skip: Callable[[int], bool] | None = None
     ) -> dict[int, str]:
         """Up to ``size`` chunks still to embed (chunk id -> text), the shortest
-        first, ``skip`` left out. Texts of like length pad little: taking the
-        shortest of the oldest few hundred instead padded a first indexing of
-        5,700 chunks to 2.2 times its tokens, and embedded at half the speed."""
+        first, ``skip`` left out (the shortest first: a memory's words are
+        searchable by meaning soonest where that is cheapest)."""
         found: dict[int, str] = {}
         for step in sorted(self._pending_by_length):
             for chunk_id in self._pending_by_length[step]:

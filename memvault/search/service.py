@@ -446,7 +446,7 @@ class SearchService:
                     self._release(batch)
 
     def _next_batch(self) -> dict[int, str] | None:
-        """Up to EMBED_BATCH quiet chunks nobody embeds yet, of like lengths (lock held)."""
+        """Up to EMBED_BATCH quiet chunks nobody embeds yet, shortest first (lock held)."""
         if self._stopping:
             return None
         quiet_since = time.monotonic() - self._quiet
