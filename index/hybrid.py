@@ -452,10 +452,10 @@ class HybridIndex:
                 place = Chunk(strings(heading), start, stop, "", strings(title))
                 index._chunks[i] = (rid, place)
             index._by_record[rid] = ids
-        stored = vectors_of(list(zip(record_ids, versions.tolist(), strict=True)))
+        wanted = list(zip(record_ids, versions.tolist(), strict=True))
         matrix = np.empty((len(chunk_ids), dim), np.float32)  # filled in place: no copies
-        for rid, version, count, vectors in zip(
-            record_ids, versions.tolist(), counts.tolist(), stored, strict=True
+        for (rid, version), count, vectors in zip(
+            wanted, counts.tolist(), vectors_of(wanted), strict=True
         ):
             if vectors is not None and vectors.shape == (count, dim):
                 kept[rid] = version
