@@ -55,6 +55,9 @@ T = TypeVar("T")
 CACHE_TIMEOUT = 60.0
 """Seconds the kernel may cache names and attributes: every change goes through it."""
 
+SEARCH_DIR_TIMEOUT = 1.0
+"""Seconds the kernel may keep search/ itself (not its results, looked up at each open)."""
+
 BLOCK_SIZE = 4096
 SEARCH_NAME = b"search"
 SEARCH_INODE = 1 << 62
@@ -205,12 +208,15 @@ class VaultOperations(pyfuse3.Operations):
         attrs.st_ino = SEARCH_INODE
         attrs.st_mode = stat.S_IFDIR | 0o500
         attrs.st_mtime_ns = attrs.st_ctime_ns = time.time_ns()
-        attrs.attr_timeout = attrs.entry_timeout = 0
+        attrs.attr_timeout = attrs.entry_timeout = SEARCH_DIR_TIMEOUT
         return attrs
 
     def _result_attrs(self, inode: int, size: int) -> pyfuse3.EntryAttributes:
         attrs = self._search_dir_attrs()
         attrs.st_ino = inode
+        # Looked up again at every open (the query runs then), with the size
+        # read then; the page cache is dropped at each open (no keep_cache).
+        attrs.entry_timeout = 0
         attrs.st_mode = stat.S_IFREG | 0o400
         attrs.st_nlink = 1
         attrs.st_size = size
@@ -404,7 +410,7 @@ class VaultOperations(pyfuse3.Operations):
                 raise MemoryNotFound(f"search/ inode {inode}")
             fh = next(self._result_fhs)
             self._result_handles[fh] = cached.data
-            return pyfuse3.FileInfo(fh=fh, direct_io=True)
+            return pyfuse3.FileInfo(fh=fh)  # the kernel drops its pages: never stale
         record_id = self._record(inode)
         meta = self._meta(record_id)
         if meta.type != FILE:

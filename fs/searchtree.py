@@ -2,8 +2,9 @@
 
 Looking up ``search/<query>`` runs the query (the language is memvault.search's);
 the rendered result is kept here for a few seconds so that ``stat`` reports
-its true size and ``read`` returns the same bytes, and files are opened with
-direct_io so no stale page is served. Any change to the vault makes every
+its true size and ``read`` returns the same bytes; a result is looked up
+again at every open, and the kernel drops its pages then (no keep_cache), so
+no stale page is served. Any change to the vault makes every
 kept result stale at once (a shredded memory must never be served from it,
 nor an edited one with its old text). Each name keeps one inode for the
 mount's life, and the most recent names are what ``ls search/`` lists.

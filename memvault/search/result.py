@@ -21,6 +21,22 @@ def _sentences(text: str) -> list[str]:
     return out
 
 
+def _clue(term: str) -> str:
+    """What the lowercased text of any word with ``term`` among its terms holds.
+
+    Snowball's English stemmer only rewrites a word's last letters (at most
+    two of the stem differ from the word: "happy" -> "happi", "hoping" ->
+    "hope", "dying" -> "die"), and an identifier's terms are pieces of it, so
+    a sentence without this prefix cannot hold the term: it is not tokenized
+    (most of a snippet's cost)."""
+    return term[: max(1, len(term) - 2)]
+
+
+def _holds_any(sentence: str, clues: list[str]) -> bool:
+    lower = sentence.lower()
+    return any(clue in lower for clue in clues)
+
+
 @dataclass(frozen=True)
 class Result:
     """Names a path, not a record: the path it has now, at the time of the query.
@@ -63,7 +79,8 @@ def describe(text: str, query: str, heading: str = "", width: int = 240) -> tupl
     asked = list(dict.fromkeys(tokenize(query)))
     terms = set(asked)
     sentences = _sentences(text)
-    held = [terms.intersection(tokenize(s)) for s in sentences]  # only the query's
+    clues = [_clue(term) for term in terms]
+    held = [terms.intersection(tokenize(s)) if _holds_any(s, clues) else set() for s in sentences]
     present = terms.intersection(tokenize(heading)).union(*held)
     words = [term for term in asked if term in present]
     if not sentences:

@@ -133,3 +133,28 @@ def test_a_snippet_is_the_sentence_with_the_most_query_words():
     assert shown.startswith("…Caroline went camping near the lake"), shown
     assert matched_words(text, "when did Caroline go camping") == ["carolin", "camp"]
     assert snippet(text, "quantum physics").startswith("# Trip"), "no word: the beginning"
+
+
+_HARD_WORDS = (  # stems that differ from the word's end, identifiers, possessives
+    "happy happiness dying die lying tie tying skies sky hoping hope hopping gently "
+    "early only news computeChecksum ERR_CONN_RESET file.py de-stress camped camping "
+    "research researching generously idly ugly cried cries Caroline's rotation"
+)
+_PROSE = st.sampled_from(_HARD_WORDS.split())
+
+
+@given(
+    st.lists(st.lists(_PROSE, min_size=1, max_size=8).map(" ".join), min_size=1, max_size=6),
+    st.lists(_PROSE, min_size=1, max_size=4).map(" ".join),
+)
+def test_sentences_skipped_for_lacking_a_clue_never_change_a_snippet(sentences, query):
+    """describe() tokenizes only sentences holding a clue of a query term:
+    the same snippet and words as tokenizing every sentence."""
+    from memvault.index.lexical import tokenize
+    from memvault.search import result
+
+    text = ". ".join(sentences) + "."
+    terms = set(tokenize(query))
+    for sentence in result._sentences(text):
+        if terms.intersection(tokenize(sentence)):
+            assert result._holds_any(sentence, [result._clue(t) for t in terms]), sentence
