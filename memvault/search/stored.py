@@ -5,13 +5,14 @@ SHA-256), the chunking that cut the text and how many chunks it has: vectors
 of another model or another chunking are ignored on load and re-embedded,
 never mixed with this one's.
 
-Vectors are kept as float16: 768 bytes for 384 dimensions instead of 1,536,
-and the index searches with them as stored, so it answers the same before
-and after a lock. (int8 with a scale per vector would halve that again for
-0.001 of the development set's R@10; see BENCHMARKS.md.) The header is 12
-bytes, so a one-chunk memory's sealed vectors fit four to an LMDB page (the
-JSON header before took them to three).
-Blobs of earlier formats (a JSON header) are embedded again.
+Vectors are kept as int8, 384 bytes for 384 dimensions (float32 took 1,536):
+each scaled so its largest coordinate is ±127, read back as the unit vector
+in that direction. Cosines move by about 5e-4 and the development set's R@10
+by at most 0.001 (BENCHMARKS.md). The index searches with the vectors as
+read back (``as_stored``), so it answers the same before and after a lock.
+With the 12-byte header a one-chunk memory's sealed vectors fit seven to an
+LMDB page. Blobs of the float16 format before are read as they are; blobs
+of earlier formats (a JSON header) are embedded again.
 """
 
 from __future__ import annotations
@@ -22,35 +23,51 @@ import numpy as np
 
 from ..index.chunking import CHUNKING_VERSION
 
-FORMAT = 0xF3
-"""The first byte of this format (an earlier blob starts with 0: its header's length)."""
+FORMAT = 0xF4
+FLOAT16_FORMAT = 0xF3
+"""The format before (still read). An earlier blob starts with 0: its JSON header's length."""
 _HEADER = struct.Struct(">B8sBH")  # format, model digest prefix, chunking, chunks
-_VECTOR = np.dtype("<f2")
+_DTYPES = {FORMAT: np.dtype("i1"), FLOAT16_FORMAT: np.dtype("<f2")}
 
 
 def encode_vectors(model_sha256: str, chunks, matrix: np.ndarray) -> bytes:
-    """A record's float16 vectors, one per chunk."""
+    """A record's int8 vectors, one per chunk."""
     header = _HEADER.pack(FORMAT, _model_id(model_sha256), CHUNKING_VERSION, len(chunks))
-    return header + np.asarray(matrix, _VECTOR).tobytes()
+    return header + _quantize(matrix).tobytes()
 
 
 def as_stored(matrix: np.ndarray) -> np.ndarray:
     """``matrix`` as it will read back from the vault."""
-    return np.asarray(matrix, np.float16).astype(np.float32)
+    return _unit(_quantize(matrix))
 
 
 def decode_vectors(blob: bytes, pinned_model: str | None) -> np.ndarray | None:
     """The stored vectors (as float32) if they were made with the pinned model, else None."""
     try:
         form, model, chunking, chunks = _HEADER.unpack_from(blob)
-        if form != FORMAT or chunking != CHUNKING_VERSION or not chunks or pinned_model is None:
+        if form not in _DTYPES or chunking != CHUNKING_VERSION or not chunks:
             return None
-        if model != _model_id(pinned_model):
+        if pinned_model is None or model != _model_id(pinned_model):
             return None
-        vectors = np.frombuffer(blob, _VECTOR, offset=_HEADER.size)
-        return vectors.reshape(chunks, -1).astype(np.float32)
+        vectors = np.frombuffer(blob, _DTYPES[form], offset=_HEADER.size).reshape(chunks, -1)
+        return _unit(vectors) if form == FORMAT else vectors.astype(np.float32)
     except (ValueError, struct.error):
         return None
+
+
+def _quantize(matrix: np.ndarray) -> np.ndarray:
+    """Each row scaled to a largest coordinate of ±127 and rounded (idempotent
+    on rows read back by ``_unit``: the largest stays at 127)."""
+    rows = np.asarray(matrix, np.float32)
+    peak = np.abs(rows).max(axis=1, keepdims=True)
+    return np.rint(rows * (127 / np.where(peak > 0, peak, 1))).astype(np.int8)
+
+
+def _unit(rows: np.ndarray) -> np.ndarray:
+    """int8 rows as float32 unit vectors (a zero row stays zero)."""
+    out = rows.astype(np.float32)
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    return out / np.where(norms > 0, norms, 1)
 
 
 def _model_id(model_sha256: str) -> bytes:

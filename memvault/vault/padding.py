@@ -6,7 +6,9 @@ Every sealed value is therefore padded to a bucket: a multiple of 128 bytes
 below 1 KiB (so a path's length shows only to within 128 bytes, and an empty
 file, a directory and a symlink all look alike), and Padmé above (at most
 12% larger, leaking O(log log n) bits of the size: "about 40 KB", not
-"40,211 bytes").
+"40,211 bytes"). The one exception, a record's chunk vectors, is sealed at
+its exact size: 12 bytes and 384 a chunk, it shows the number of chunks,
+which these steps would show as well (sealing.py, seal_derived).
 """
 
 from __future__ import annotations

@@ -32,6 +32,10 @@ class Damaged(Exception):
     """A record that cannot be decrypted (the reason is the message)."""
 
 
+_EXACT = b"\x01"
+"""The first byte of a derived value sealed at its exact length."""
+
+
 class Sealer:
     """The master key of an unlocked vault and what is sealed with it."""
 
@@ -154,13 +158,19 @@ class Sealer:
             return None
 
     def seal_derived(self, entry: Entry, blob: bytes) -> bytes:
-        framed = padding.frame(blob)
+        """Sealed at its exact length, after a marker byte. The derived data are
+        a record's vectors, 12 bytes and 384 a chunk: padded to 128-byte steps
+        they would show the number of chunks all the same, and unpadded eight
+        fit an LMDB page instead of seven."""
         ad = self.ad(Kind.VECTOR, entry.record_id, entry.meta.body_gen)
-        return seal(entry.data_key, framed, ad, padding.bucket(len(framed)))
+        return seal(entry.data_key, _EXACT + blob, ad, None)
 
     def open_derived(self, entry: Entry, stored: bytes) -> bytes:
         ad = self.ad(Kind.VECTOR, entry.record_id, entry.meta.body_gen)
-        return padding.unframe(open_sealed(entry.data_key, stored, ad))
+        plain = open_sealed(entry.data_key, stored, ad)
+        if plain[:1] == _EXACT:
+            return bytes(plain[1:])
+        return padding.unframe(plain)  # sealed before 2026-12-04: framed (first byte 0), padded
 
     def wipe(self) -> None:
         wipe(self._master)

@@ -11,6 +11,8 @@ import os
 import random
 import struct
 
+from crypto.aead import seal
+from crypto.context import Kind
 from memvault.vault import padding, records
 
 from .. import rawvault
@@ -82,8 +84,19 @@ def test_derived_values_carry_no_clear_generation(vault):
     with vault._store.read() as txn:
         stored = bytes(txn.get(rid, db="derived"))
     assert not stored.startswith(gen.to_bytes(8, "big"))
-    assert (len(stored) - 40) % padding.SMALL_STEP == 0
+    assert len(stored) == 40 + 1 + 300, "its exact length: a marker byte, no padding"
     assert vault.get_derived(rid) == b"\x01" * 300
+
+
+def test_derived_values_sealed_framed_and_padded_before_still_open(vault):
+    vault.put("v.md", b"vectors")
+    rid, gen = vault.record_id("v.md"), vault.stat("v.md").body_gen
+    entry = vault._tree.by_id[rid]
+    framed = padding.frame(b"\xf3" * 300)
+    ad = vault._sealer.ad(Kind.VECTOR, rid, gen)
+    old = seal(entry.data_key, framed, ad, padding.bucket(len(framed)))
+    vault._writer.write(lambda txn: txn.put(rid, old, db="derived"), bookkeeping=True)
+    assert vault.get_derived(rid) == b"\xf3" * 300
 
 
 def test_vault_stays_under_2_5_kb_per_0_9_kb_memory(vault_path, vault):
