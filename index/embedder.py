@@ -67,10 +67,23 @@ class Embedder:
         """
         out = np.empty((len(texts), DIMENSIONS), np.float32)
         for row, encoding in enumerate(self._tokenizer.encode_batch(texts)):
-            ids = np.array([encoding.ids], dtype=np.int64)
-            feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
-            (out[row : row + 1],) = self._session.run(None, feed, _RUN_OPTIONS)
+            out[row] = self.run(_feed(encoding.ids))
         return out
 
     def embed_one(self, text: str) -> np.ndarray:
         return self.embed([text])[0]
+
+    def tokenize(self, text: str) -> dict[str, np.ndarray]:
+        """The model's input for one text (``run`` embeds it). Split from the run
+        so that a caller can tokenize, holding the GIL, then start other Python
+        work that takes the GIL while the model runs without it."""
+        return _feed(self._tokenizer.encode(text).ids)
+
+    def run(self, feed: dict[str, np.ndarray]) -> np.ndarray:
+        """The vector of a ``tokenize``d text."""
+        return self._session.run(None, feed, _RUN_OPTIONS)[0][0]
+
+
+def _feed(token_ids: list[int]) -> dict[str, np.ndarray]:
+    ids = np.array([token_ids], dtype=np.int64)
+    return {"input_ids": ids, "attention_mask": np.ones_like(ids)}

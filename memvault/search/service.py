@@ -136,23 +136,32 @@ class SearchService:
     def _embed(self, texts: list[str]) -> np.ndarray:
         return self.ensure_model().embed(texts)
 
-    def _query_vector(self, text: str) -> np.ndarray:
-        """The query's embedding, reused by the variants an agent reads in a row
-        (`q`, `q.json`, `q?k=20`): embedding is most of a query's time. Kept per
-        model, in memory only, and only the last QUERY_VECTORS queries."""
+    def _query_vector(self, text: str) -> Callable[[], np.ndarray]:
+        """The query's embedding, to be had by calling what this returns: the text
+        is tokenized now, the model runs then (without the GIL, while the
+        query's words are scored on another thread).
+
+        Reused by the variants an agent reads in a row (`q`, `q.json`,
+        `q?k=20`): embedding is most of a query's time. Kept per model, in
+        memory only, and only the last QUERY_VECTORS queries."""
         model = self.ensure_model()
         key = (model.model_sha256, text)
         with self._query_lock:
             vector = self._query_vectors.get(key)
             if vector is not None:
                 self._query_vectors.move_to_end(key)
-                return vector
-        vector = model.embed([text])[0]
-        with self._query_lock:
-            self._query_vectors[key] = vector
-            while len(self._query_vectors) > QUERY_VECTORS:
-                self._query_vectors.popitem(last=False)
-        return vector
+                return lambda: vector
+        feed = model.tokenize(text)
+
+        def run() -> np.ndarray:
+            vector = model.run(feed)
+            with self._query_lock:
+                self._query_vectors[key] = vector
+                while len(self._query_vectors) > QUERY_VECTORS:
+                    self._query_vectors.popitem(last=False)
+            return vector
+
+        return run
 
     def ensure_model(self):
         """The accepted embedder; raises ModelMismatch if the vault is pinned to another."""
@@ -529,13 +538,16 @@ class SearchService:
         with self._lock:
             self._index_changed()  # read-your-writes: every closed memory by its words
             read = functools.partial(self.index.read_words, query.text, allowed=allowed)
+            # Tokenized before the words start: once they hold the GIL, this
+            # thread would wait for them before it could start the model.
+            embedding = self._query_vector(query.text)
             try:  # words scored on another thread (under this lock) while this one embeds
                 words = self._query_threads.submit(read)
             except RuntimeError:  # shut down
-                vector, evidence = self._query_vector(query.text), read()
+                vector, evidence = embedding(), read()
             else:
                 try:
-                    vector = self._query_vector(query.text)
+                    vector = embedding()
                 finally:
                     evidence = words.result()  # never left running past the lock
             hits: list[Hit] = self.index.rank(evidence, vector, query.k)

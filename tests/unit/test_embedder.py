@@ -89,3 +89,9 @@ def test_a_batch_of_long_texts_leaves_no_memory_held():
     for _ in range(2):
         model.embed([f"word{i} " * 300 for i in range(16)])
     assert anonymous_mib() - before < 150
+
+
+def test_a_text_tokenized_then_run_is_embedded_as_in_a_batch(embedder):
+    texts = ["fish tank", "The zebrafish tank was cleaned on Tuesday. " * 20]
+    alone = np.stack([embedder.run(embedder.tokenize(t)) for t in texts])
+    assert np.array_equal(alone, embedder.embed(texts))
