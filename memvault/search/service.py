@@ -136,7 +136,7 @@ class SearchService:
     def _embed(self, texts: list[str]) -> np.ndarray:
         return self.ensure_model().embed(texts)
 
-    def _query_vector(self, text: str) -> Callable[[], np.ndarray]:
+    def _query_embedding(self, text: str) -> Callable[[], np.ndarray]:
         """The query's embedding, to be had by calling what this returns: the text
         is tokenized now, the model runs then (without the GIL, while the
         query's words are scored on another thread).
@@ -540,7 +540,7 @@ class SearchService:
             read = functools.partial(self.index.read_words, query.text, allowed=allowed)
             # Tokenized before the words start: once they hold the GIL, this
             # thread would wait for them before it could start the model.
-            embedding = self._query_vector(query.text)
+            embedding = self._query_embedding(query.text)
             try:  # words scored on another thread (under this lock) while this one embeds
                 words = self._query_threads.submit(read)
             except RuntimeError:  # shut down
