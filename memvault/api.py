@@ -11,8 +11,14 @@ from .vault.records import Meta
 
 
 class Memories(Protocol):
-    def put(self, path: str, data: bytes) -> Meta:
-        """Store ``data`` at ``path`` (missing parents created); atomic."""
+    def put(
+        self, path: str, data: bytes, *, mode: int | None = None, mtime_ns: int | None = None
+    ) -> Meta:
+        """Store ``data`` at ``path`` (missing parents created); atomic. ``mode`` and
+        ``mtime_ns`` default to those of the memory it replaces, else 0600 and now."""
+
+    def exists(self, path: str) -> bool:
+        """Whether anything is at ``path``."""
 
     def get(self, path: str) -> bytes:
         """The content of the memory at ``path``."""

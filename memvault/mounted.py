@@ -132,7 +132,9 @@ class MountedVault:
 
     # -- the Vault API -------------------------------------------------------------
 
-    def put(self, path: str, data: bytes) -> Meta:
+    def put(
+        self, path: str, data: bytes, *, mode: int | None = None, mtime_ns: int | None = None
+    ) -> Meta:
         """Atomic: written to a temporary sibling, then renamed over the target, so a
         failure or Ctrl-C leaves the old memory as it was (and no temporary behind)."""
         norm = paths.normalize(path)
@@ -142,7 +144,7 @@ class MountedVault:
         try:
             with self._dir(paths.parent(norm), create=True) as parent:
                 name = paths.basename(norm)
-                _write_atomically(parent, name, data)
+                _write_atomically(parent, name, data, mode, mtime_ns)
                 return _meta(norm, os.stat(name, dir_fd=parent, follow_symlinks=False))
         except OSError as exc:
             raise self._error(exc, norm) from None
@@ -282,7 +284,9 @@ class MountedVault:
         self.close()
 
 
-def _write_atomically(parent: int, name: str, data: bytes) -> None:
+def _write_atomically(
+    parent: int, name: str, data: bytes, mode: int | None = None, mtime_ns: int | None = None
+) -> None:
     # A dot-name with a random suffix: never collides (O_EXCL), and neither the
     # search index (.md/.txt only) nor ingest takes it for a memory meanwhile.
     temp = f"{TEMP_PREFIX}{secrets.token_hex(8)}"
@@ -297,6 +301,11 @@ def _write_atomically(parent: int, name: str, data: bytes) -> None:
             view = memoryview(data)
             for start in range(0, len(view), CHUNK):  # Ctrl-C is seen between chunks
                 f.write(view[start : start + CHUNK])
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
+            if mtime_ns is not None:
+                f.flush()  # the last write would set the time again
+                os.utime(f.fileno(), ns=(mtime_ns, mtime_ns))
         os.rename(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
     except BaseException:
         # Until removed it is a real memory in the vault: removing it shreds it.

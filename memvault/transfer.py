@@ -1,0 +1,167 @@
+"""Memories out of the vault and back in: a plaintext Markdown tree, or JSON Lines.
+
+Both keep what a memory is: its path, its bytes, its mode and its
+modification time, so that exporting a vault and importing the result into
+a new one gives the same files. Export writes plaintext, so it writes only
+into a new or empty directory, which it makes 0700 (the files inside keep
+their modes: nobody else can reach them). Import reads everything first and
+checks every path before it writes one: a conflict or a bad line leaves the
+vault as it was.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import stat
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import paths
+from .api import Memories
+from .errors import EXIT_USAGE, MemvaultError, SourceNotFound, TooLarge, UsageError
+from .vault import MAX_MEMORY_SIZE
+from .vault.records import FILE
+
+
+class NotEmpty(MemvaultError):
+    """{0} is not empty: export writes plaintext only into a new or empty directory."""
+
+    exit_code = EXIT_USAGE
+
+
+class BadJsonLine(MemvaultError):
+    """Line {1} of {0} is not a memory ({2}); nothing was imported."""
+
+    exit_code = EXIT_USAGE
+
+
+@dataclass(frozen=True)
+class Memory:
+    """One memory as it travels: path in the vault, bytes, mode, mtime."""
+
+    path: str
+    data: bytes
+    mode: int
+    mtime_ns: int
+
+    def to_json(self) -> str:
+        doc: dict[str, object] = {"path": self.path}
+        try:
+            doc["content"] = self.data.decode("utf-8")
+        except UnicodeDecodeError:  # kept exactly, whatever it is
+            doc["content_base64"] = base64.b64encode(self.data).decode()
+        doc.update(mode=f"{self.mode:o}", mtime_ns=self.mtime_ns)
+        return json.dumps(doc, ensure_ascii=False)
+
+
+def memories_of(vault: Memories) -> Iterator[Memory]:
+    """Every file of the vault, by path."""
+    for meta in vault.walk():
+        if meta.type == FILE:
+            yield Memory(meta.path, vault.get(meta.path), meta.mode, meta.mtime_ns)
+
+
+# -- export -------------------------------------------------------------------------
+
+
+def export_tree(memories: Iterable[Memory], dest: Path) -> int:
+    """Write ``memories`` below ``dest`` (new or empty, made 0700); how many."""
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise NotEmpty(dest)
+    dest.mkdir(mode=0o700, parents=True, exist_ok=True)
+    dest.chmod(0o700)
+    count = 0
+    for memory in memories:
+        target = dest.joinpath(*memory.path.split("/"))
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        with open(os.open(target, flags, 0o600), "wb") as f:
+            f.write(memory.data)
+            os.fchmod(f.fileno(), memory.mode)
+        os.utime(target, ns=(memory.mtime_ns, memory.mtime_ns), follow_symlinks=False)
+        count += 1
+    return count
+
+
+def export_jsonl(memories: Iterable[Memory], out) -> int:
+    """One JSON object per line on the text stream ``out``; how many."""
+    count = 0
+    for memory in memories:
+        out.write(memory.to_json() + "\n")
+        count += 1
+    return count
+
+
+# -- import -------------------------------------------------------------------------
+
+
+def read_source(source: Path, prefix: str = "") -> list[Memory]:
+    """The memories a directory tree or a .jsonl file holds, under ``prefix``,
+    all read and checked before anything is written."""
+    if not source.exists():
+        raise SourceNotFound(source)
+    found = _read_tree(source) if source.is_dir() else _read_jsonl(source)
+    base = paths.normalize(prefix, allow_root=True) if prefix else ""
+    out: dict[str, Memory] = {}
+    for memory in found:
+        path = paths.normalize(paths.join(base, memory.path) if base else memory.path)
+        if len(memory.data) > MAX_MEMORY_SIZE:
+            raise TooLarge(path, len(memory.data), MAX_MEMORY_SIZE)
+        if path in out:
+            raise UsageError(f"{path} is given twice in {source}; nothing was imported.")
+        out[path] = Memory(path, memory.data, memory.mode, memory.mtime_ns)
+    return sorted(out.values(), key=lambda m: m.path)
+
+
+def _read_tree(root: Path) -> Iterator[Memory]:
+    """Regular files below ``root`` (symlinks are not followed, nor taken)."""
+    for directory, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames):
+            file = Path(directory, name)
+            st = file.lstat()
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            relative = file.relative_to(root).as_posix()
+            yield Memory(relative, file.read_bytes(), stat.S_IMODE(st.st_mode), st.st_mtime_ns)
+
+
+def _read_jsonl(file: Path) -> Iterator[Memory]:
+    with open(file, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                doc = json.loads(line)
+                if "content_base64" in doc:
+                    data = base64.b64decode(doc["content_base64"], validate=True)
+                else:
+                    data = doc["content"].encode("utf-8")
+                mode = int(doc.get("mode", "600"), 8)
+                yield Memory(str(doc["path"]), data, mode & 0o7777, int(doc["mtime_ns"]))
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                reason = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+                raise BadJsonLine(file, number, reason) from None
+
+
+def conflicts(vault: Memories, memories: list[Memory]) -> list[str]:
+    """Paths already in the vault with other content (same content: nothing to do)."""
+    clashing = []
+    for memory in memories:
+        if vault.exists(memory.path) and vault.get(memory.path) != memory.data:
+            clashing.append(memory.path)
+    return clashing
+
+
+def import_memories(vault: Memories, memories: list[Memory]) -> int:
+    """Store ``memories`` (checked by ``conflicts`` first); how many were written."""
+    written = 0
+    for memory in memories:
+        if vault.exists(memory.path):
+            continue  # the same content: conflicts() said so
+        vault.put(memory.path, memory.data, mode=memory.mode, mtime_ns=memory.mtime_ns)
+        written += 1
+    return written
