@@ -130,12 +130,18 @@ def _read_tree(root: Path) -> Iterator[Memory]:
 
 
 def _read_jsonl(file: Path) -> Iterator[Memory]:
-    with open(file, encoding="utf-8") as f:
+    """An `export --jsonl` file, or a Compartment export (`compartment export
+    --plaintext`: one record a line, with "namespace" and "text")."""
+    with open(file, encoding="utf-8-sig") as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
                 doc = json.loads(line)
+                if "path" not in doc and "text" in doc:
+                    if not doc.get("pack"):  # a pack is Compartment's own seed content
+                        yield _from_compartment(doc)
+                    continue
                 if "content_base64" in doc:
                     data = base64.b64decode(doc["content_base64"], validate=True)
                 else:
@@ -145,6 +151,33 @@ def _read_jsonl(file: Path) -> Iterator[Memory]:
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 reason = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
                 raise BadJsonLine(file, number, reason) from None
+
+
+def _from_compartment(record: dict) -> Memory:
+    """A Compartment record as a Markdown memory: its namespace a directory, its
+    id the file name, what it knew of the record (tags, kind, provenance...)
+    kept in front matter above the text, its creation time the mtime."""
+    fields = {
+        "compartment_id": record["id"],
+        "kind": record.get("kind"),
+        "tags": ", ".join(record.get("tags") or []),
+        "importance": record.get("importance"),
+        "created": record.get("created_local"),
+        "source": record.get("source"),
+        "expires": record.get("expires"),
+        "superseded_by": record.get("superseded_by"),
+        "quarantined": record.get("quarantined") or None,
+        "provenance": json.dumps(record["provenance"]) if record.get("provenance") else None,
+    }
+    front = "".join(f"{k}: {v}\n" for k, v in fields.items() if v not in (None, ""))
+    text = record["text"] if record["text"].endswith("\n") else record["text"] + "\n"
+    namespace = str(record.get("namespace") or "main").replace("/", "-")
+    return Memory(
+        f"{namespace}/{record['id']}.md",
+        f"---\n{front}---\n{text}".encode(),
+        0o600,
+        int(float(record["created"]) * 1e9),
+    )
 
 
 def conflicts(vault: Memories, memories: list[Memory]) -> list[str]:

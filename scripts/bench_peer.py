@@ -39,33 +39,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_search import queries  # noqa: E402
+from peer_env import peer_python  # noqa: E402
 from synthetic import notes  # noqa: E402
 
 from memvault.fs.mount import EMBED_WORKERS  # noqa: E402
-from memvault.index.model import cache_dir  # noqa: E402
 from memvault.search import Query, open_search  # noqa: E402
 from memvault.vault import Vault  # noqa: E402
 
-PEER = "compartment==4.13.0"
 PASSPHRASE = "benchmark passphrase"
 STORES = 30
 QUERIES = 100
-
-
-def peer_python() -> Path:
-    """The peer's virtualenv, made once."""
-    venv = cache_dir().parent / "bench" / PEER.replace("==", "-")
-    python = venv / "bin" / "python"
-    if not (venv / ".installed").exists():
-        print(f"installing {PEER} into {venv} ...", file=sys.stderr)
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        done = subprocess.run(
-            [str(python), "-m", "pip", "install", "-q", PEER], capture_output=True
-        )
-        if done.returncode:
-            sys.exit(f"bench peer: could not install {PEER}:\n{done.stderr.decode()[-2000:]}")
-        (venv / ".installed").write_text(PEER)
-    return python
 
 
 class Peer:
@@ -74,8 +57,12 @@ class Peer:
     def __init__(self, home: Path) -> None:
         env = dict(os.environ, HOME=str(home), COMPARTMENT_ASSERT_OFFLINE="1")
         script = Path(__file__).with_name("peer_compartment.py")
+        try:
+            python = peer_python()
+        except RuntimeError as exc:
+            sys.exit(f"bench peer: {exc}")
         self.proc = subprocess.Popen(
-            [str(peer_python()), str(script)],
+            [str(python), str(script)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
+from pathlib import Path
 
 from memvault.vault import Vault
 
@@ -150,3 +153,54 @@ def test_export_and_import_through_a_mounted_vault(tmp_path):
         copy = out / "imported" / "proj" / "auth.md"
         assert copy.read_bytes() == b"# Auth\nRotate keys monthly.\n"
         assert copy.stat().st_mtime_ns == 1_650_000_000_000_000_000
+
+
+MAKE_COMPARTMENT_EXPORT = """
+import sys
+from compartment.vault import Vault
+vault = Vault.create(sys.argv[1], "a passphrase for the peer")
+vault.store("Deploys go through make release.", "test", _gate=False)
+vault.store("JWT keys rotate every thirty days.", "test", namespace="work", tags=["auth"],
+            _gate=False)
+vault.save()
+open(sys.argv[2], "w").write(vault.export_jsonl("test"))
+"""
+
+
+def test_a_real_compartment_export_imports_with_namespaces_as_folders(tmp_path):
+    """The peer a user would leave: Compartment 4.13.0 installed from PyPI in its
+    own virtualenv, a vault made and exported by its own code."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    from peer_env import peer_python
+
+    exported = tmp_path / "compartment.jsonl"
+    env = dict(
+        os.environ, HOME=str(tmp_path), COMPARTMENT_EMBED_DAEMON="0", COMPARTMENT_ASSERT_OFFLINE="1"
+    )
+    made = subprocess.run(
+        [
+            str(peer_python()),
+            "-c",
+            MAKE_COMPARTMENT_EXPORT,
+            str(tmp_path / "c.vault"),
+            str(exported),
+        ],
+        env=env,
+        capture_output=True,
+        timeout=600,
+    )
+    assert made.returncode == 0, made.stderr.decode()[-2000:]
+    records = [json.loads(line) for line in exported.read_text().splitlines()]
+    target = tmp_path / "t.vault"
+    new_vault(target)
+    done = run_cli("import", str(exported), "--prefix", "compartment", vault=target)
+    assert done.returncode == 0, done.stderr
+    files = files_of(target)
+    assert len(files) == len(records) == 2
+    for record in records:
+        data, mode, mtime = files[f"compartment/{record['namespace']}/{record['id']}.md"]
+        assert data.decode().endswith(record["text"] + "\n")
+        assert f"compartment_id: {record['id']}\n" in data.decode()
+        assert mtime == int(record["created"] * 1e9) and mode == 0o600
+    work = [d for p, (d, _, _) in files.items() if p.startswith("compartment/work/")]
+    assert b"tags: auth\n" in work[0] and b"thirty days" in work[0]
