@@ -171,6 +171,13 @@ recovers what it can); until then the vault opens read-only (`memvault get`, `ls
     exit_code = EXIT_DAMAGED
 
 
+class CheckFailed(MemvaultError):
+    """{0} has {1} problem(s), listed above: `memvault repair` drops damaged records, \
+`memvault salvage OUT` copies what can be read into a new vault."""
+
+    exit_code = EXIT_DAMAGED
+
+
 class JournalDamaged(VaultTampered):
     """The journal of the vault {0} {1}, although no restart happened since it was \
 written: recent changes would be lost. Restore the journal file, or run the command again \

@@ -145,6 +145,7 @@ def open_in_process(
     *,
     readonly: bool = False,
     given_secret: bytearray | None = None,
+    warn_damage: bool = True,
     **options,
 ) -> Vault:
     """The vault opened by this process (asking the secret only if it must, unless
@@ -157,7 +158,7 @@ def open_in_process(
         compact_delay=None,
         **options,
     )
-    if vault.damaged:
+    if vault.damaged and warn_damage:
         output.warn(
             f"{len(vault.damaged)} record(s) of the vault are damaged and cannot be read: "
             f"{vault.describe_damage()}. `memvault repair` drops them."

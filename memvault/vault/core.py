@@ -202,6 +202,7 @@ class Vault:
         accept_journal_loss: bool = False,
         repair: bool = False,
         factors: Factors = PASSPHRASE_ONLY,
+        verify_every_record: bool = False,
     ) -> Vault:
         """Unlock a vault.
 
@@ -218,7 +219,9 @@ class Vault:
         A vault with damaged records opens read-only; opening it for writing
         raises VaultDamaged unless ``repair`` (then call :meth:`repair`).
         A writer finishes what an earlier one left owed: compaction after
-        shreds and replaced records.
+        shreds and replaced records. ``verify_every_record`` decrypts each
+        record's key and metadata even where the sealed index snapshot would
+        spare it (`memvault check`).
         """
         path = Path(path).expanduser()
         if not path.exists():
@@ -250,7 +253,7 @@ class Vault:
             # cyclic GC would rescan them all repeatedly for nothing.
             gc.disable()
             try:
-                vault._load()
+                vault._load(trust_snapshot=not verify_every_record)
             finally:
                 gc.enable()
             if not readonly:
@@ -262,8 +265,15 @@ class Vault:
             store.close()
             raise
 
-    def _load(self) -> None:
-        loader = Loader(self._store, self._sealer, self._state_key, self._tree, self.damage)
+    def _load(self, *, trust_snapshot: bool = True) -> None:
+        loader = Loader(
+            self._store,
+            self._sealer,
+            self._state_key,
+            self._tree,
+            self.damage,
+            trust_snapshot=trust_snapshot,
+        )
         now = time.time_ns()
         loaded = loader.load(
             self.header,
@@ -926,6 +936,31 @@ class Vault:
                     log.warning("derived data of a record failed authentication; recomputing")
                     found.append(None)
         return found
+
+    def check_derived(self) -> list[str]:
+        """What fails authentication among the data derived from the records (their
+        vectors, the stored search index, the model pin), a sentence each. Each is
+        recomputed where it fails, so only `memvault check` asks."""
+        problems = []
+        with self._lock, self._store.read() as txn:
+            for key, stored in txn.items(DERIVED):
+                entry = self._tree.by_id.get(bytes(key))
+                try:
+                    if entry is None:
+                        raise DecryptionError("no such record")
+                    self._sealer.open_derived(entry, bytes(stored))
+                except (DecryptionError, ValueError):
+                    name = entry.meta.path if entry else "record " + bytes(key).hex()[:12]
+                    problems.append(f"{name}: its stored vectors fail authentication")
+        for key, what in (
+            (SEARCH_INDEX_KEY, "the stored search index"),
+            (MODEL_KEY, "the model pin"),
+        ):
+            try:
+                self._index_value(key)
+            except DecryptionError:
+                problems.append(f"{what} fails authentication")
+        return problems
 
     def drop_derived(self) -> None:
         """Forget every record's derived data (`memvault reindex`)."""

@@ -137,7 +137,10 @@ class Loader:
         state_key: bytearray,
         tree: PathTree,
         damage: Damage,
+        *,
+        trust_snapshot: bool = True,
     ) -> None:
+        self.trust_snapshot = trust_snapshot
         self.store = store
         self.sealer = sealer
         self.state_key = state_key
@@ -264,8 +267,8 @@ class Loader:
     ) -> bool:
         """Index from the sealed snapshot if it matches the file exactly; else False.
 
-        Even a snapshot that no longer matches names the records it knew
-        (``known_paths``), so that damage can be reported by path.
+        Even a snapshot that no longer matches (or is not trusted) names the
+        records it knew (``known_paths``), so that damage can be reported by path.
         """
         try:
             plain = bytearray(padding.unframe(self.sealer.open(Kind.SNAPSHOT, sealed)))
@@ -282,7 +285,7 @@ class Loader:
                 known_paths[record_id] = entries[-1].meta.path
                 if entries[-1].meta.gen != gen:
                     return False
-            if state != stored_acc.encode():
+            if state != stored_acc.encode() or not self.trust_snapshot:
                 return False
             stored = ((bytes(k), bytes(v[: records.STAMP_SIZE])) for k, v in txn.items(RECORDS))
             usable = all(a == b for a, b in zip_longest(stored, stamps))

@@ -1,0 +1,95 @@
+"""Commands that look at the whole vault: check (is every byte what memvault
+wrote?) and salvage (copy what can still be read into a new vault). Both need
+the vault locked: they read the file itself, every record of it."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..errors import CheckFailed, MemvaultError, VaultExists
+from ..fs.runtime import MountError
+from ..transfer import Memory
+from ..vault import Vault
+from ..vault.records import FILE
+from . import output
+from .common import add_kdf_options, daemon_of, kdf_from, open_in_process, secret, vault_path
+
+
+def _locked(args: argparse.Namespace, doing: str) -> Path:
+    path = vault_path(args)
+    if daemon_of(args) is not None:
+        raise MountError(f"The vault {path} is unlocked; lock it before {doing} it.")
+    return path
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    path = _locked(args, "checking")
+    with open_in_process(args, readonly=True, verify_every_record=True, warn_damage=False) as vault:
+        problems = [f"{vault.damage.name(rid)}: {why}" for rid, why in vault.damaged.items()]
+        if vault.unexplained:
+            problems.append("the integrity sum does not match the records that could be read")
+        files = directories = 0
+        for meta in vault.walk():
+            if meta.type != FILE:
+                directories += meta.is_dir
+                continue
+            files += 1
+            try:
+                vault.get(meta.path)  # every chunk of it, authenticated
+            except MemvaultError as exc:
+                problems.append(f"{meta.path}: {exc}")
+        problems += vault.check_derived()
+    if problems:
+        output.data("".join(f"{problem}\n" for problem in problems))
+        raise CheckFailed(path, len(problems))
+    output.note(
+        f"{path} checks out: {files} memories and {directories} directories, every record's "
+        "key, metadata and content authenticated, the integrity sum matching."
+    )
+    return 0
+
+
+def cmd_salvage(args: argparse.Namespace) -> int:
+    path = _locked(args, "salvaging")
+    out = Path(args.out).expanduser()
+    if out.exists():
+        raise VaultExists(out)
+    passphrase = secret(args)  # the new vault's too
+    saved: list[Memory] = []
+    with open_in_process(
+        args, readonly=True, given_secret=bytearray(passphrase), warn_damage=False
+    ) as damaged:
+        lost = [f"{damaged.damage.name(rid)} ({why})" for rid, why in damaged.damaged.items()]
+        for meta in damaged.walk():
+            if meta.type != FILE:
+                continue
+            try:
+                saved.append(Memory(meta.path, damaged.get(meta.path), meta.mode, meta.mtime_ns))
+            except MemvaultError as exc:
+                lost.append(f"{meta.path} ({exc})")
+    options = {"kdf": kdf} if (kdf := kdf_from(args)) else {}
+    with Vault.create(out, passphrase, compact_delay=None, **options) as new:
+        for memory in saved:
+            new.put(memory.path, memory.data, mode=memory.mode, mtime_ns=memory.mtime_ns)
+    output.data("".join(f"not saved: {what}\n" for what in lost))
+    output.note(
+        f"Saved {len(saved)} memories of {path} into {out} (same passphrase); "
+        + (f"{len(lost)} could not be read (listed)." if lost else "nothing was lost.")
+    )
+    return 0
+
+
+def register(add) -> None:
+    add(
+        "check",
+        cmd_check,
+        "decrypt and authenticate every record of the (locked) vault; exit 7 on any problem",
+    )
+    p = add(
+        "salvage",
+        cmd_salvage,
+        "copy every memory that can still be read into a new vault at OUT, listing the rest",
+    )
+    p.add_argument("out", metavar="OUT", help="the new vault's file (must not exist)")
+    add_kdf_options(p)
