@@ -57,11 +57,24 @@ class Memory:
         return json.dumps(doc, ensure_ascii=False)
 
 
-def memories_of(vault: Memories) -> Iterator[Memory]:
-    """Every file of the vault, by path."""
+def memories_of(vault: Memories, unreadable: list[str] | None = None) -> Iterator[Memory]:
+    """Every file of the vault, by path; with ``unreadable``, one that cannot be
+    read is named there (with why) instead of stopping the walk."""
     for meta in vault.walk():
-        if meta.type == FILE:
+        if meta.type != FILE:
+            continue
+        try:
             yield Memory(meta.path, vault.get(meta.path), meta.mode, meta.mtime_ns)
+        except MemvaultError as exc:
+            if unreadable is None:
+                raise
+            unreadable.append(f"{meta.path} ({exc})")
+
+
+def check_destination(dest: Path) -> None:
+    """Plaintext goes only into a new or empty directory."""
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise NotEmpty(dest)
 
 
 # -- export -------------------------------------------------------------------------
@@ -69,8 +82,7 @@ def memories_of(vault: Memories) -> Iterator[Memory]:
 
 def export_tree(memories: Iterable[Memory], dest: Path) -> int:
     """Write ``memories`` below ``dest`` (new or empty, made 0700); how many."""
-    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-        raise NotEmpty(dest)
+    check_destination(dest)
     dest.mkdir(mode=0o700, parents=True, exist_ok=True)
     dest.chmod(0o700)
     count = 0

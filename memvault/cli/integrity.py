@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..errors import CheckFailed, MemvaultError, VaultExists
 from ..fs.runtime import MountError
-from ..transfer import Memory
+from ..transfer import import_memories, memories_of
 from ..vault import Vault
 from ..vault.records import FILE
 from . import output
@@ -56,22 +56,14 @@ def cmd_salvage(args: argparse.Namespace) -> int:
     if out.exists():
         raise VaultExists(out)
     passphrase = secret(args)  # the new vault's too
-    saved: list[Memory] = []
     with open_in_process(
         args, readonly=True, given_secret=bytearray(passphrase), warn_damage=False
     ) as damaged:
         lost = [f"{damaged.damage.name(rid)} ({why})" for rid, why in damaged.damaged.items()]
-        for meta in damaged.walk():
-            if meta.type != FILE:
-                continue
-            try:
-                saved.append(Memory(meta.path, damaged.get(meta.path), meta.mode, meta.mtime_ns))
-            except MemvaultError as exc:
-                lost.append(f"{meta.path} ({exc})")
+        saved = list(memories_of(damaged, unreadable=lost))
     options = {"kdf": kdf} if (kdf := kdf_from(args)) else {}
     with Vault.create(out, passphrase, compact_delay=None, **options) as new:
-        for memory in saved:
-            new.put(memory.path, memory.data, mode=memory.mode, mtime_ns=memory.mtime_ns)
+        import_memories(new, saved)
     output.data("".join(f"not saved: {what}\n" for what in lost))
     output.note(
         f"Saved {len(saved)} memories of {path} into {out} (same passphrase); "

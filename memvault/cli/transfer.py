@@ -22,8 +22,8 @@ def cmd_export(args: argparse.Namespace) -> int:
             "Give one of --plaintext DIR or --jsonl FILE; see `memvault export --help`."
         )
     dest = Path(args.plaintext) if args.plaintext is not None else None
-    if dest is not None and dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-        raise transfer.NotEmpty(dest)  # before the passphrase is asked
+    if dest is not None:
+        transfer.check_destination(dest)  # before the passphrase is asked
     if args.jsonl not in (None, "-") and os.path.lexists(args.jsonl):
         raise UsageError(f"{args.jsonl} already exists: export writes only to a new file.")
     with open_memories(args, readonly=True) as vault:
