@@ -163,13 +163,12 @@ vault.store("Deploys go through make release.", "test", _gate=False)
 vault.store("JWT keys rotate every thirty days.", "test", namespace="work", tags=["auth"],
             _gate=False)
 vault.save()
-open(sys.argv[2], "w").write(vault.export_jsonl("test"))
 """
 
 
 def test_a_real_compartment_export_imports_with_namespaces_as_folders(tmp_path):
     """The peer a user would leave: Compartment 4.13.0 installed from PyPI in its
-    own virtualenv, a vault made and exported by its own code."""
+    own virtualenv, a vault made by its own code, exported by its own CLI."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
     from peer_env import peer_python
 
@@ -177,19 +176,28 @@ def test_a_real_compartment_export_imports_with_namespaces_as_folders(tmp_path):
     env = dict(
         os.environ, HOME=str(tmp_path), COMPARTMENT_EMBED_DAEMON="0", COMPARTMENT_ASSERT_OFFLINE="1"
     )
+    python = peer_python()
     made = subprocess.run(
-        [
-            str(peer_python()),
-            "-c",
-            MAKE_COMPARTMENT_EXPORT,
-            str(tmp_path / "c.vault"),
-            str(exported),
-        ],
+        [str(python), "-c", MAKE_COMPARTMENT_EXPORT, str(tmp_path / "c.vault")],
         env=env,
         capture_output=True,
         timeout=600,
     )
     assert made.returncode == 0, made.stderr.decode()[-2000:]
+    export = subprocess.run(
+        [
+            str(python.with_name("compartment")),
+            "--vault",
+            str(tmp_path / "c.vault"),
+            "export",
+            "--plaintext",
+            str(exported),
+        ],
+        env=dict(env, COMPARTMENT_PASSPHRASE="a passphrase for the peer"),
+        capture_output=True,
+        timeout=600,
+    )
+    assert export.returncode == 0, export.stderr.decode()[-2000:]
     records = [json.loads(line) for line in exported.read_text().splitlines()]
     target = tmp_path / "t.vault"
     new_vault(target)
