@@ -14,8 +14,9 @@ class Memories(Protocol):
     def put(
         self, path: str, data: bytes, *, mode: int | None = None, mtime_ns: int | None = None
     ) -> Meta:
-        """Store ``data`` at ``path`` (missing parents created); atomic. ``mode`` and
-        ``mtime_ns`` default to those of the memory it replaces, else 0600 and now."""
+        """Store ``data`` at ``path`` (missing parents created); atomic. Without
+        ``mode`` a replaced memory keeps its own (a new one gets the default); without
+        ``mtime_ns`` the time is now."""
 
     def exists(self, path: str) -> bool:
         """Whether anything is at ``path``."""
