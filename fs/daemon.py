@@ -35,6 +35,7 @@ def start(
     *,
     allow_other: bool,
     accept_journal_loss: bool = False,
+    accept_rollback: bool = False,
     factors: Factors = PASSPHRASE_ONLY,
 ) -> int:
     """Fork the daemon; return its pid once the mount is ready, or raise its error.
@@ -47,6 +48,7 @@ def start(
         options = {
             "journal": True,
             "accept_journal_loss": accept_journal_loss,
+            "accept_rollback": accept_rollback,
             "factors": factors,
         }
         _run_daemon(vault, mountpoint, passphrase, allow_other, write_fd, options)

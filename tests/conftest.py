@@ -57,6 +57,23 @@ PASSPHRASE = b"correct horse battery staple"
 KDF_ARGS = ["--kdf-time", "1", "--kdf-memory", "8", "--kdf-parallelism", "1"]
 
 
+@pytest.fixture(autouse=True)
+def machine_state(tmp_path_factory):
+    """Each test its own machine: what it saw of its vaults (rollback.py) is
+    recorded in a directory of its own, inherited by the commands it runs (its
+    own patch: a test's monkeypatch.undo() leaves it)."""
+    state = tmp_path_factory.mktemp("state")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_STATE_HOME", str(state))
+        yield state
+
+
+def forget_vaults_seen() -> None:
+    """This machine forgets the vaults it saw: for a test that puts an older copy
+    of a vault back on purpose (the rollback check is tested on its own)."""
+    shutil.rmtree(Path(os.environ["XDG_STATE_HOME"]) / "memvault", ignore_errors=True)
+
+
 @pytest.fixture
 def vault_path(tmp_path: Path) -> Path:
     return tmp_path / "vaultdir" / "memory.vault"

@@ -9,7 +9,7 @@ from pathlib import Path
 from ..api import Memories
 from ..crypto import DEFAULT_KDF, KdfParams
 from ..crypto import kdf as kdf_limits
-from ..errors import UsageError
+from ..errors import MemvaultError, UsageError
 from ..fs.lifecycle import serving_daemon
 from ..fs.runtime import MountRecord
 from ..keyfile import ENV_VAR as KEYFILE_ENV_VAR
@@ -17,7 +17,7 @@ from ..keyfile import chosen_keyfile, read_keyfile
 from ..locations import DEFAULT_MOUNTPOINT, DEFAULT_VAULT, VAULT_ENV_VAR, chosen_vault
 from ..mounted import MountedVault
 from ..passphrase import ENV_VAR, read_passphrase, read_recovery_key
-from ..vault import Vault
+from ..vault import Vault, read_info, rollback
 from ..vault.keyslots import Factors
 from . import output
 
@@ -51,6 +51,13 @@ def common_options() -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         help="open a vault whose journal was damaged or cut, with the changes that verify "
         "(the rest are lost)",
+    )
+    common.add_argument(
+        "--accept-rollback",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="open a vault older than the last one this machine saw (a backup restored "
+        "on purpose); from then on it is the one remembered",
     )
     return common
 
@@ -89,6 +96,7 @@ def open_options(args: argparse.Namespace, given: Factors | None = None) -> dict
     """Vault.open's options from the command line (``given`` factors instead of --keyfile's)."""
     return {
         "accept_journal_loss": getattr(args, "accept_journal_loss", False),
+        "accept_rollback": getattr(args, "accept_rollback", False),
         "factors": factors(args) if given is None else given,
     }
 
@@ -140,6 +148,21 @@ def kdf_from(args: argparse.Namespace) -> KdfParams | None:
     return kdf
 
 
+FIRST_USE = (
+    "First use of this vault on this machine: from now on an older copy of it is "
+    "refused (rollback detection)."
+)
+
+
+def first_use_here(path: Path) -> bool:
+    """No record of the vault at ``path`` on this machine yet (a missing or broken
+    file says so when it is opened)."""
+    try:
+        return not rollback.known_here(read_info(path).header.vault_id)
+    except MemvaultError:
+        return False
+
+
 def open_in_process(
     args: argparse.Namespace,
     *,
@@ -151,6 +174,7 @@ def open_in_process(
     """The vault opened by this process (asking the secret only if it must, unless
     ``given_secret``); ``options`` go to Vault.open (``factors`` replaces --keyfile's)."""
     options = {**open_options(args, options.pop("factors", None)), **options}
+    first = first_use_here(vault_path(args))
     vault = Vault.open(
         vault_path(args),
         (lambda: secret(args)) if given_secret is None else given_secret,
@@ -158,6 +182,8 @@ def open_in_process(
         compact_delay=None,
         **options,
     )
+    if first:
+        output.note(FIRST_USE)
     if vault.damaged and warn_damage:
         output.warn(
             f"{len(vault.damaged)} record(s) of the vault are damaged and cannot be read: "

@@ -17,8 +17,10 @@ from ..vault.keyslots import candidates
 from . import output
 from .common import (
     DEFAULT_MOUNTPOINT,
+    FIRST_USE,
     daemon_of,
     default_mountpoint,
+    first_use_here,
     mountpoint_of,
     open_options,
     vault_path,
@@ -50,8 +52,11 @@ def cmd_unlock(args: argparse.Namespace) -> int:
         serve(vault, mountpoint, allow_other=args.allow_other)
         output.note("Locked.")
         return 0
+    first = first_use_here(path)
     pid = daemon.start(path, mountpoint, secret, allow_other=args.allow_other, **options)
     output.note(f"Unlocked {path} at {mountpoint} (daemon pid {pid}); `memvault lock` locks it.")
+    if first:
+        output.note(FIRST_USE)
     return 0
 
 

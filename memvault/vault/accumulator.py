@@ -15,6 +15,7 @@ import struct
 
 SIZE = 32
 _STATE = struct.Struct(">32sQ")
+ENCODED_SIZE = _STATE.size
 
 
 class Accumulator:

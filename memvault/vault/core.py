@@ -49,7 +49,7 @@ from ..errors import (
     VaultNotFound,
     VaultTampered,
 )
-from . import padding
+from . import padding, rollback
 from .accumulator import Accumulator
 from .bodies import CHUNK_SIZE, Bodies, ChunkMissing
 from .damage import Damage
@@ -64,6 +64,7 @@ from .loading import (
     read_info,
 )
 from .records import FILE, SYMLINK, Meta, RecordFormatError
+from .rollback import VaultRolledBack
 from .schema import (
     CHUNKS,
     DERIVED,
@@ -182,6 +183,7 @@ class Vault:
                 txn.put(bytes([0]), slot.encode(), db=SLOTS)
 
             vault._writer.write(txn_fn)
+            vault._watch_rollback()
             return vault
         except BaseException:
             wipe(master)
@@ -203,6 +205,7 @@ class Vault:
         repair: bool = False,
         factors: Factors = PASSPHRASE_ONLY,
         verify_every_record: bool = False,
+        accept_rollback: bool = False,
     ) -> Vault:
         """Unlock a vault.
 
@@ -222,6 +225,9 @@ class Vault:
         shreds and replaced records. ``verify_every_record`` decrypts each
         record's key and metadata even where the sealed index snapshot would
         spare it (`memvault check`).
+
+        A vault older than the last one this machine saw (rollback.py) raises
+        VaultRolledBack unless ``accept_rollback``.
         """
         path = Path(path).expanduser()
         if not path.exists():
@@ -256,6 +262,7 @@ class Vault:
                 vault._load(trust_snapshot=not verify_every_record)
             finally:
                 gc.enable()
+            vault._watch_rollback(accept=accept_rollback)
             if not readonly:
                 if vault.damage and not repair:
                     raise VaultDamaged(path, len(vault.damaged), vault.describe_damage())
@@ -284,9 +291,25 @@ class Vault:
         self._writer.root = loaded.root
         self._writer.snapshot_stored = loaded.snapshot_stored
         self._writer.search_index_stored = loaded.search_index_stored
+        self._writer.generation = loaded.generation
         if loaded.compaction_owed:
             self._writer.compaction_owed = True  # an earlier session never compacted
             self._writer.pending_shreds = 1
+
+    def _watch_rollback(self, *, accept: bool = False) -> None:
+        """Refuse a vault older than this machine last saw (unless ``accept``), then
+        record each generation made durable from now on (rollback.py)."""
+        key = self._sealer.derive(rollback.KEY_INFO)
+        vault_id, generation = self.header.vault_id, self._writer.generation
+        seen = rollback.last_seen(vault_id, key)
+        if seen is not None and generation < seen and not accept:
+            raise VaultRolledBack(self.path, generation, seen)
+        if seen is None or generation < seen:  # first seen here, or rolled back on purpose
+            rollback.remember(vault_id, key, generation)
+        if not self._store.readonly:
+            self._writer.on_flushed = lambda: rollback.remember(
+                vault_id, key, self._writer.generation
+            )
 
     # -- keyslots (the policy is keyslots.py) -----------------------------------------
 
@@ -1072,6 +1095,7 @@ class Vault:
         if not self._store.readonly:
             self._writer.persist_times()
             self._store.make_durable()
+            self._writer.on_flushed()
 
     def compact(self) -> tuple[int, int]:
         """Rewrite the vault file without free pages; return its size before and after.

@@ -125,6 +125,7 @@ class Loaded:
     compaction_owed: bool = False
     snapshot_stored: bool = False
     search_index_stored: bool = False
+    generation: int = 0
 
 
 class Loader:
@@ -168,10 +169,12 @@ class Loader:
                 ) from None
             if bytes(expected) != header_binding(header, slots):
                 raise VaultTampered(self.path, "its header or keyslot parameters were changed")
-            stored_acc = open_state(
+            stored = open_state(
                 self.sealer, self.state_key, txn.get(STATE_KEY, db=STATE), self.path
-            ).acc
+            )
+            stored_acc = stored.acc
             loaded = Loaded(Accumulator(self.state_key, *stored_acc.state()))
+            loaded.generation = stored.generation
             sealed_root = txn.get(ROOT_KEY, db=STATE)
             if sealed_root is not None:
                 try:

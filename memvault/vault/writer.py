@@ -93,6 +93,8 @@ class Writer:
         self.lock = lock  # the vault's
         self.acc = Accumulator(state_key)
         self.journal_boot = NO_BOOT  # written into every state while a journal is on
+        self.generation = 0  # of the state last written: one more with every write
+        self.on_flushed: Callable[[], None] = lambda: None  # the generation is durable now
         self.snapshot_stored = False
         self.search_index_stored = False
         self.pending_shreds = 0
@@ -239,7 +241,8 @@ class Writer:
         (the state alone, the index snapshot) do not make a compaction worth
         it at close.
         """
-        sealed = self.sealed_state(acc)
+        generation = self.generation + 1  # counted once the write is stored
+        sealed = self.sealed_state(acc, generation)
 
         def txn_fn(txn):
             result = fn(txn)
@@ -249,6 +252,7 @@ class Writer:
             return result
 
         result = self.store.write(txn_fn)
+        self.generation = generation
         self._wrote = True
         self._dirty = self._dirty or not bookkeeping
         if owes_compaction:
@@ -256,9 +260,10 @@ class Writer:
             self._owing += 1
         return result
 
-    def sealed_state(self, acc: Accumulator | None = None) -> bytes:
+    def sealed_state(self, acc: Accumulator | None = None, generation: int | None = None) -> bytes:
         state = VaultState(self.acc if acc is None else acc, self.store.next_seq)
         state.journal_boot = self.journal_boot
+        state.generation = self.generation if generation is None else generation
         return self.sealer.seal(Kind.STATE, state.encode())
 
     def commit(
@@ -451,6 +456,7 @@ class Writer:
             self.persist_times()
         finally:
             self.store.flush()
+        self.on_flushed()
 
     def root_meta(self) -> Meta:
         """The root directory's attributes (it has no record; they are under ROOT_KEY)."""
@@ -631,6 +637,7 @@ class Writer:
             self.store.settle()
         self.store.sync()
         self.store.close_journal()  # the state in the file says no session is open
+        self.on_flushed()
 
     # -- compaction --------------------------------------------------------------------
 
