@@ -23,7 +23,7 @@ from . import paths
 from .api import Memories
 from .errors import EXIT_USAGE, MemvaultError, SourceNotFound, TooLarge, UsageError
 from .vault import MAX_MEMORY_SIZE
-from .vault.records import FILE
+from .vault.records import FILE, Meta
 
 
 class NotEmpty(MemvaultError):
@@ -57,10 +57,12 @@ class Memory:
         return json.dumps(doc, ensure_ascii=False)
 
 
-def memories_of(vault: Memories, unreadable: list[str] | None = None) -> Iterator[Memory]:
-    """Every file of the vault, by path; with ``unreadable``, one that cannot be
-    read is named there (with why) instead of stopping the walk."""
-    for meta in vault.walk():
+def memories_of(
+    vault: Memories, metas: Iterable[Meta], unreadable: list[str] | None = None
+) -> Iterator[Memory]:
+    """The files among ``metas`` (of ``vault.walk()``), read; with ``unreadable``,
+    one that cannot be read is named there (with why) instead of stopping."""
+    for meta in metas:
         if meta.type != FILE:
             continue
         try:
@@ -192,21 +194,19 @@ def _from_compartment(record: dict) -> Memory:
     )
 
 
-def conflicts(vault: Memories, memories: list[Memory]) -> list[str]:
-    """Paths already in the vault with other content (same content: nothing to do)."""
-    clashing = []
+def plan(vault: Memories, memories: list[Memory]) -> tuple[list[Memory], list[str]]:
+    """What to write (paths not in the vault yet), and the paths already in it
+    with other content; one already there with the same content needs nothing."""
+    new, clashing = [], []
     for memory in memories:
-        if vault.exists(memory.path) and vault.get(memory.path) != memory.data:
+        if not vault.exists(memory.path):
+            new.append(memory)
+        elif vault.get(memory.path) != memory.data:
             clashing.append(memory.path)
-    return clashing
+    return new, clashing
 
 
-def import_memories(vault: Memories, memories: list[Memory]) -> int:
-    """Store ``memories`` (checked by ``conflicts`` first); how many were written."""
-    written = 0
+def import_memories(vault: Memories, memories: Iterable[Memory]) -> None:
+    """Store ``memories`` with their modes and mtimes."""
     for memory in memories:
-        if vault.exists(memory.path):
-            continue  # the same content: conflicts() said so
         vault.put(memory.path, memory.data, mode=memory.mode, mtime_ns=memory.mtime_ns)
-        written += 1
-    return written

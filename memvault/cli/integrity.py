@@ -8,23 +8,15 @@ import argparse
 from pathlib import Path
 
 from ..errors import CheckFailed, MemvaultError, VaultExists
-from ..fs.runtime import MountError
 from ..transfer import import_memories, memories_of
 from ..vault import Vault
 from ..vault.records import FILE
 from . import output
-from .common import add_kdf_options, daemon_of, kdf_from, open_in_process, secret, vault_path
-
-
-def _locked(args: argparse.Namespace, doing: str) -> Path:
-    path = vault_path(args)
-    if daemon_of(args) is not None:
-        raise MountError(f"The vault {path} is unlocked; lock it before {doing} it.")
-    return path
+from .common import add_kdf_options, kdf_from, locked_vault_path, open_in_process, secret
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    path = _locked(args, "checking")
+    path = locked_vault_path(args, "checking")
     with open_in_process(args, readonly=True, verify_every_record=True, warn_damage=False) as vault:
         problems = [f"{vault.damage.name(rid)}: {why}" for rid, why in vault.damaged.items()]
         if vault.unexplained:
@@ -51,7 +43,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_salvage(args: argparse.Namespace) -> int:
-    path = _locked(args, "salvaging")
+    path = locked_vault_path(args, "salvaging")
     out = Path(args.out).expanduser()
     if out.exists():
         raise VaultExists(out)
@@ -60,7 +52,7 @@ def cmd_salvage(args: argparse.Namespace) -> int:
         args, readonly=True, given_secret=bytearray(passphrase), warn_damage=False
     ) as damaged:
         lost = [f"{damaged.damage.name(rid)} ({why})" for rid, why in damaged.damaged.items()]
-        saved = list(memories_of(damaged, unreadable=lost))
+        saved = list(memories_of(damaged, damaged.walk(), unreadable=lost))
     options = {"kdf": kdf} if (kdf := kdf_from(args)) else {}
     with Vault.create(out, passphrase, compact_delay=None, **options) as new:
         import_memories(new, saved)

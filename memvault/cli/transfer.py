@@ -27,7 +27,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.jsonl not in (None, "-") and os.path.lexists(args.jsonl):
         raise UsageError(f"{args.jsonl} already exists: export writes only to a new file.")
     with open_memories(args, readonly=True) as vault:
-        memories = transfer.memories_of(vault)
+        metas = vault.walk()
+        memories = transfer.memories_of(vault, metas)
         if dest is not None:
             count, where = transfer.export_tree(memories, dest), str(dest)
         elif args.jsonl == "-":
@@ -36,7 +37,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         else:
             with _new_file(args.jsonl) as out:
                 count, where = transfer.export_jsonl(memories, out), args.jsonl
-        links = sum(1 for meta in vault.walk() if meta.type == SYMLINK)
+    links = sum(1 for meta in metas if meta.type == SYMLINK)
     if links:
         output.warn(f"{links} symbolic link(s) not exported (only memories and their folders).")
     output.warn(
@@ -57,9 +58,8 @@ def _new_file(path: str) -> TextIO:
 
 def cmd_import(args: argparse.Namespace) -> int:
     memories = transfer.read_source(Path(args.source), args.prefix or "")
-    readonly = args.dry_run
-    with open_memories(args, readonly=readonly) as vault:
-        clashing = transfer.conflicts(vault, memories)
+    with open_memories(args, readonly=args.dry_run) as vault:
+        new, clashing = transfer.plan(vault, memories)
         if clashing:
             more = f" (and {len(clashing) - 1} more)" if len(clashing) > 1 else ""
             raise UsageError(
@@ -67,14 +67,13 @@ def cmd_import(args: argparse.Namespace) -> int:
                 "(use --prefix DIR to import beside it)."
             )
         if args.dry_run:
-            new = [m for m in memories if not vault.exists(m.path)]
             output.data("".join(f"{len(m.data):>10}  {m.path}\n" for m in new))
             output.note(f"Would import {len(new)} of {len(memories)} memories (dry run).")
             return 0
-        written = transfer.import_memories(vault, memories)
-    same = len(memories) - written
+        transfer.import_memories(vault, new)
+    same = len(memories) - len(new)
     output.note(
-        f"Imported {written} memories" + (f" ({same} already there, unchanged)." if same else ".")
+        f"Imported {len(new)} memories" + (f" ({same} already there, unchanged)." if same else ".")
     )
     return 0
 

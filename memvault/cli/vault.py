@@ -12,14 +12,14 @@ from typing import Any
 from ..crypto import DEFAULT_KDF
 from ..errors import TooLarge, VaultExists
 from ..fs import control
-from ..fs.runtime import MountError, MountRecord
+from ..fs.runtime import MountRecord
 from ..vault import MAX_MEMORY_SIZE, Vault, read_info
 from ..vault.store import compaction_owed
 from . import output
 from .common import (
     add_kdf_options,
-    daemon_of,
     kdf_from,
+    locked_vault_path,
     open_in_process,
     open_memories,
     passphrase,
@@ -195,9 +195,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def cmd_repair(args: argparse.Namespace) -> int:
-    path = vault_path(args)
-    if daemon_of(args) is not None:
-        raise MountError(f"The vault {path} is unlocked; lock it before repairing it.")
+    path = locked_vault_path(args, "repairing")
     with open_in_process(args, repair=True) as vault:
         done = vault.repair(accept_unverified=args.accept_unverified)
     for line in done:
