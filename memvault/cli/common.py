@@ -11,7 +11,7 @@ from ..crypto import DEFAULT_KDF, KdfParams
 from ..crypto import kdf as kdf_limits
 from ..errors import MemvaultError, UsageError
 from ..fs.lifecycle import serving_daemon
-from ..fs.runtime import MountRecord
+from ..fs.runtime import MountError, MountRecord
 from ..keyfile import ENV_VAR as KEYFILE_ENV_VAR
 from ..keyfile import chosen_keyfile, read_keyfile
 from ..locations import DEFAULT_MOUNTPOINT, DEFAULT_VAULT, VAULT_ENV_VAR, chosen_vault
@@ -69,6 +69,14 @@ def vault_path(args: argparse.Namespace) -> Path:
 def daemon_of(args: argparse.Namespace) -> MountRecord | None:
     """The live daemon serving the chosen vault, if it is unlocked."""
     return serving_daemon(vault_path(args))
+
+
+def locked_vault_path(args: argparse.Namespace, doing: str) -> Path:
+    """The chosen vault, which must be locked for ``doing`` it (it reads the file itself)."""
+    path = vault_path(args)
+    if daemon_of(args) is not None:
+        raise MountError(f"The vault {path} is unlocked; lock it before {doing} it.")
+    return path
 
 
 def passphrase(args: argparse.Namespace, *, confirm: bool = False) -> bytearray:
@@ -155,8 +163,9 @@ FIRST_USE = (
 
 
 def first_use_here(path: Path) -> bool:
-    """No record of the vault at ``path`` on this machine yet (a missing or broken
-    file says so when it is opened)."""
+    """No record of the vault at ``path`` on this machine yet, asked before a daemon
+    opens it (in process, the vault says so itself; a missing or broken file says
+    so when it is opened)."""
     try:
         return not rollback.known_here(read_info(path).header.vault_id)
     except MemvaultError:
@@ -174,7 +183,6 @@ def open_in_process(
     """The vault opened by this process (asking the secret only if it must, unless
     ``given_secret``); ``options`` go to Vault.open (``factors`` replaces --keyfile's)."""
     options = {**open_options(args, options.pop("factors", None)), **options}
-    first = first_use_here(vault_path(args))
     vault = Vault.open(
         vault_path(args),
         (lambda: secret(args)) if given_secret is None else given_secret,
@@ -182,7 +190,7 @@ def open_in_process(
         compact_delay=None,
         **options,
     )
-    if first:
+    if vault.first_seen_here:
         output.note(FIRST_USE)
     if vault.damaged and warn_damage:
         output.warn(

@@ -134,6 +134,7 @@ class Vault:
         self._writer.created_ns = header.created_ns
         self.damage = Damage()
         self.kdf_seconds = 0.0  # how long unlocking spent in Argon2id
+        self.first_seen_here = False  # no record of it on this machine before (rollback.py)
         self.opened_with: Keyslot | None = None
         """The keyslot the unlock's secret opened."""
         self._listeners: list[Callable[[str, bytes, str, bytes | None], None]] = []
@@ -302,6 +303,7 @@ class Vault:
         key = self._sealer.derive(rollback.KEY_INFO)
         vault_id, generation = self.header.vault_id, self._writer.generation
         seen = rollback.last_seen(vault_id, key)
+        self.first_seen_here = seen is None
         if seen is not None and generation < seen and not accept:
             raise VaultRolledBack(self.path, generation, seen)
         if seen is None or generation < seen:  # first seen here, or rolled back on purpose
@@ -1095,7 +1097,6 @@ class Vault:
         if not self._store.readonly:
             self._writer.persist_times()
             self._store.make_durable()
-            self._writer.on_flushed()
 
     def compact(self) -> tuple[int, int]:
         """Rewrite the vault file without free pages; return its size before and after.
