@@ -28,6 +28,7 @@ class Kind(enum.IntEnum):
     SNAPSHOT = 10  # sealed snapshot of the unlocked index (ids, keys, metadata)
     GENERATION = 11  # a record's generation, apart from its metadata (damage accounting)
     CHUNK = 12  # one 64 KiB chunk of a large file's content
+    SIGNING = 13  # the vault's Ed25519 signing key (signed copies)
 
 
 class Binding:

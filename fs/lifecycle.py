@@ -59,8 +59,11 @@ def prepare_mountpoint(vault: Path, mountpoint: Path) -> list[str]:
     return notes
 
 
-def lock(vault: Path, mountpoint: Path | None, default_mountpoint: Path) -> str:
-    """Lock ``vault`` (or whatever is mounted at ``mountpoint``); return what was done.
+def lock(
+    vault: Path, mountpoint: Path | None, default_mountpoint: Path, *, sign: bool = False
+) -> tuple[str, dict]:
+    """Lock ``vault`` (or whatever is mounted at ``mountpoint``); return what was done,
+    and the daemon's answer (with ``sign``: the signature it wrote, signing.py).
 
     Raises CompactionOwed when shredded or replaced bytes are still in the
     file afterwards, whoever was meant to remove them.
@@ -72,36 +75,43 @@ def lock(vault: Path, mountpoint: Path | None, default_mountpoint: Path) -> str:
         record = MountRecord.load(vault)
         mountpoint = Path(record.mountpoint) if record else default_mountpoint
     if record is not None and record.alive:
-        stop_daemon(record)
+        answer = stop_daemon(record, sign=sign)
         if mounted_at(mountpoint) is not None and is_stale(mountpoint):
             unmount(mountpoint)
         _check_compacted(Path(record.vault), "its daemon could not compact it")
-        return f"Locked {record.vault}; {mountpoint} is unmounted."
+        return f"Locked {record.vault}; {mountpoint} is unmounted.", answer
     if record is not None:
         record.remove()
     if clean_stale(mountpoint):
         _check_compacted(vault, "its daemon died before compacting")
-        return f"Cleaned a stale mount at {mountpoint} (its daemon had died); the vault is locked."
+        done = f"Cleaned a stale mount at {mountpoint} (its daemon had died); the vault is locked."
+        return done, {}
     _check_compacted(vault, "an earlier session ended before compacting")
-    return f"The vault {vault} is not unlocked."
+    return f"The vault {vault} is not unlocked.", {}
 
 
-def stop_daemon(record: MountRecord, timeout: float = STOP_TIMEOUT_S) -> None:
-    """Ask the daemon to lock and wait until it has exited.
+def stop_daemon(
+    record: MountRecord, timeout: float = STOP_TIMEOUT_S, *, sign: bool = False
+) -> dict:
+    """Ask the daemon to lock and wait until it has exited; return its answer.
 
     Through its control socket, whose answer comes once the vault is closed
     and carries any error closing it; by SIGTERM if the socket does not
     answer (a daemon stuck before it opened one).
     """
+    answer: dict = {}
     try:
-        control.ask(record.control_path, "lock", pid=record.pid)
+        answer = control.ask(record.control_path, "lock", pid=record.pid, sign=sign)
     except control.DaemonUnreachable:
+        if sign:
+            raise
         with contextlib.suppress(ProcessLookupError):
             os.kill(record.pid, signal.SIGTERM)
     except DaemonFailed:
         _wait_for_exit(record.pid, timeout)
         raise
     _wait_for_exit(record.pid, timeout)
+    return answer
 
 
 def _wait_for_exit(pid: int, timeout: float) -> None:

@@ -22,7 +22,8 @@ from typing import Any
 import pyfuse3
 import trio
 
-from .. import keys
+from .. import keys, signing
+from ..crypto import wipe
 from ..search import SearchService, open_search
 from ..vault import Vault
 from .control_server import ControlServer
@@ -92,6 +93,7 @@ class _Daemon:
                 "reindex": self._reindex,
                 "keys": self._keys,
                 "lock": self._lock,
+                "backup": self._backup,
             },
             MountRecord.log_for(vault.path),
         )
@@ -160,6 +162,7 @@ class _Daemon:
                 "pending_shreds": self.vault.pending_shreds,
                 "search_index": self.search.state(),
                 "file_size": os.stat(self.vault.path).st_size,
+                "signing_key": self._fingerprint(),
             }
 
         return await trio.to_thread.run_sync(read)
@@ -177,10 +180,43 @@ class _Daemon:
         own keyslots, Argon2id runs in a worker thread while the mount goes on."""
         return await trio.to_thread.run_sync(keys.serve, self.vault, request)
 
+    def _fingerprint(self) -> str | None:
+        seed = self.vault.signing_seed()
+        if seed is None:
+            return None
+        try:
+            return signing.fingerprint_of(seed)
+        finally:
+            wipe(seed)
+
     async def _lock(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Answered once the vault is closed: the caller then finds it locked."""
+        """Answered once the vault is closed: the caller then finds it locked
+        (and, asked to sign, the file signed as it was left)."""
+        seed = None
+        if request.get("sign"):
+            seed = await trio.to_thread.run_sync(lambda: self.vault.signing_seed(create=True))
         self._terminate("asked to lock")
         await self._locked.wait()
         if self.close_error is not None:
             raise self.close_error
-        return {}
+        if seed is None:
+            return {}
+        vault = self.vault
+        return await trio.to_thread.run_sync(
+            signing.sign_and_wipe, vault.path, seed, vault.header.vault_id, vault.generation
+        )
+
+    async def _backup(self, request: dict[str, Any]) -> dict[str, Any]:
+        """A consistent copy of the vault as committed now (requests wait for it)."""
+        dest = Path(str(request.get("dest")))
+        vault = self.vault
+
+        def backup() -> dict[str, Any]:
+            seed = vault.signing_seed(create=True) if request.get("sign") else None
+            generation = vault.backup(dest)
+            result: dict[str, Any] = {"generation": generation}
+            if seed is not None:
+                result |= signing.sign_and_wipe(dest, seed, vault.header.vault_id, generation)
+            return result
+
+        return await trio.to_thread.run_sync(backup)

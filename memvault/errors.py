@@ -278,6 +278,12 @@ class DirectoryNotEmpty(MemvaultError):
     errno = _errno.ENOTEMPTY
 
 
+class DestinationExists(MemvaultError):
+    """{0} already exists; memvault never writes a copy over a file: choose another name."""
+
+    exit_code = EXIT_USAGE
+
+
 class AlreadyExists(MemvaultError):
     """{0!r} already exists."""
 

@@ -1,8 +1,8 @@
 """The `memvault` command line, one module per command group: vault.py (the
 vault itself), keys.py (passphrases, keyslots, 2FA, recovery), mount.py
 (unlock, lock), search.py, ingest.py, transfer.py (export, import),
-integrity.py (check, salvage), agents.py (serve); common.py and output.py
-are what they share.
+integrity.py (check, salvage), copies.py (backup, restore, verify),
+agents.py (serve); common.py and output.py are what they share.
 
 Every failure a user can cause or meet is one sentence on stderr and the
 exit status of its kind (errors.py; `memvault --help` lists them);
@@ -18,10 +18,10 @@ from collections.abc import Callable, Sequence
 
 from .. import __version__
 from ..errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_STATUSES, MemvaultError, UsageError
-from . import agents, ingest, integrity, keys, mount, output, search, transfer, vault
+from . import agents, copies, ingest, integrity, keys, mount, output, search, transfer, vault
 from .common import common_options
 
-GROUPS = (vault, integrity, keys, mount, search, ingest, transfer, agents)
+GROUPS = (vault, integrity, copies, keys, mount, search, ingest, transfer, agents)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..errors import CheckFailed, MemvaultError, VaultExists
+from ..crypto import wipe
+from ..errors import CheckFailed, MemvaultError, VaultExists, VaultTampered
 from ..transfer import import_memories, memories_of
 from ..vault import Vault
 from ..vault.records import FILE
@@ -15,23 +16,36 @@ from . import output
 from .common import add_kdf_options, kdf_from, locked_vault_path, open_in_process, secret
 
 
+def problems_of(vault: Vault) -> tuple[list[str], int, int]:
+    """What fails in a vault opened with verify_every_record, a sentence each; and
+    how many memories and directories it has."""
+    problems = [f"{vault.damage.name(rid)}: {why}" for rid, why in vault.damaged.items()]
+    if vault.unexplained:
+        problems.append("the integrity sum does not match the records that could be read")
+    files = directories = 0
+    for meta in vault.walk():
+        if meta.type != FILE:
+            directories += meta.is_dir
+            continue
+        files += 1
+        try:
+            vault.get(meta.path)  # every chunk of it, authenticated
+        except MemvaultError as exc:
+            problems.append(f"{meta.path}: {exc}")
+    problems += vault.check_derived()
+    try:
+        seed = vault.signing_seed()
+        if seed is not None:
+            wipe(seed)
+    except VaultTampered as exc:
+        problems.append(str(exc))
+    return problems, files, directories
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     path = locked_vault_path(args, "checking")
     with open_in_process(args, readonly=True, verify_every_record=True, warn_damage=False) as vault:
-        problems = [f"{vault.damage.name(rid)}: {why}" for rid, why in vault.damaged.items()]
-        if vault.unexplained:
-            problems.append("the integrity sum does not match the records that could be read")
-        files = directories = 0
-        for meta in vault.walk():
-            if meta.type != FILE:
-                directories += meta.is_dir
-                continue
-            files += 1
-            try:
-                vault.get(meta.path)  # every chunk of it, authenticated
-            except MemvaultError as exc:
-                problems.append(f"{meta.path}: {exc}")
-        problems += vault.check_derived()
+        problems, files, directories = problems_of(vault)
     if problems:
         output.data("".join(f"{problem}\n" for problem in problems))
         raise CheckFailed(path, len(problems))

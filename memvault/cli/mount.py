@@ -96,7 +96,12 @@ def cmd_lock(args: argparse.Namespace) -> int:
     if lifecycle.serving_daemon(vault_path(args)) is not None:
         output.note("Locking (finishing shreds and compaction)...")
     given = mountpoint_of(args) if args.mountpoint else None
-    output.note(lifecycle.lock(vault_path(args), given, default_mountpoint()))
+    done, answer = lifecycle.lock(vault_path(args), given, default_mountpoint(), sign=args.sign)
+    output.note(done)
+    if args.sign:
+        from . import copies
+
+        output.note(copies.signed_sentence(answer or copies.sign_locked(args)))
     return 0
 
 
@@ -143,4 +148,10 @@ def register(add) -> None:
         metavar="MOUNTPOINT",
         nargs="?",
         help="the mount to lock (default: wherever this vault is mounted)",
+    )
+    p.add_argument(
+        "--sign",
+        action="store_true",
+        help="then sign the locked file: FILE.sig (Ed25519, the vault's own key), "
+        "checked by `memvault verify` without the passphrase",
     )

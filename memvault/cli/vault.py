@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Any
 
+from .. import signing
 from ..crypto import DEFAULT_KDF
 from ..errors import TooLarge, VaultExists
 from ..fs import control
@@ -70,6 +71,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             "pending shreds: shredded or overwritten memories are still in the file; "
             "the next unlock (or any writing command) finishes them"
         )
+    lines.append(
+        f"signing key: {report['signing_key'] or 'none yet (`memvault lock --sign` makes one)'}"
+    )
     lines.append(f"keyslots:  {len(report['keyslots'])}")
     lines += [f"  slot {s['index']}: {s['kdf']}, {s['kind']}" for s in report["keyslots"]]
     output.data("\n".join(lines) + "\n")
@@ -108,11 +112,14 @@ def status_report(args: argparse.Namespace) -> dict[str, Any]:
             report["daemon"] = {
                 "error": f"The daemon did not answer within {STATUS_TIMEOUT_S:g} s."
             }
+        report["signing_key"] = report["daemon"].get("signing_key")
     elif record is not None:
         report["state"] = "dead daemon"
     else:
         report["state"] = "locked" if info.writer_pid is None else "open"
         report["compaction_owed"] = compaction_owed(info.path)
+    if not report.get("signing_key"):  # locked: the key this machine signed with, if any
+        report["signing_key"] = signing.signer_of(info.header.vault_id)
     return report
 
 

@@ -37,6 +37,7 @@ from ..activity import Activity
 from ..crypto import DEFAULT_KDF, DecryptionError, KdfParams, Keyslot, Kind, new_key, wipe
 from ..errors import (
     AlreadyExists,
+    DestinationExists,
     InvalidMove,
     IsADirectory,
     MemoryCorrupted,
@@ -78,6 +79,7 @@ from .schema import (
     ROOT_ID,
     ROOT_KEY,
     SEARCH_INDEX_KEY,
+    SIGNING_KEY,
     SLOTS,
     SNAPSHOT_KEY,
     STATE,
@@ -85,7 +87,7 @@ from .schema import (
     STRUCTURE_ID,
 )
 from .sealing import Sealer, header_binding
-from .store import Store
+from .store import Store, fsync_dir
 from .tree import Entry, PathTree
 from .writer import Event, Write, Writer
 
@@ -312,6 +314,52 @@ class Vault:
             self._writer.on_flushed = lambda: rollback.remember(
                 vault_id, key, self._writer.generation
             )
+
+    @property
+    def generation(self) -> int:
+        """Commits so far: the sealed state's count (rollback.py)."""
+        return self._writer.generation
+
+    # -- signed and backed-up copies (signing.py, cli/copies.py) ----------------------
+
+    def signing_seed(self, *, create: bool = False) -> bytearray | None:
+        """The vault's Ed25519 signing key (its seed), sealed in the vault; made and
+        stored on first use if ``create``, else None until then."""
+        with self._lock:
+            with self._store.read() as txn:
+                sealed = txn.get(SIGNING_KEY, db=STATE)
+            if sealed is not None:
+                try:
+                    return self._sealer.open(Kind.SIGNING, bytes(sealed), SIGNING_KEY)
+                except DecryptionError:
+                    raise VaultTampered(self.path, "its signing key was altered") from None
+            if not create:
+                return None
+            self._check_writable()
+            seed = new_key()
+            sealed = self._sealer.seal(Kind.SIGNING, seed, SIGNING_KEY)
+            self._writer.write(lambda txn: txn.put(SIGNING_KEY, sealed, db=STATE), bookkeeping=True)
+            return seed
+
+    def backup(self, dest: Path | str) -> int:
+        """Write a consistent, compacted copy of the vault as it is now to ``dest``
+        (fsynced, mode 0600, renamed into place; never over an existing file);
+        return its generation. On a mount, requests wait for the copy."""
+        dest = Path(dest)
+        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.partial")
+        with self._lock:
+            self._check_writable()
+            try:
+                self._writer.backup(tmp)
+                os.chmod(tmp, 0o600)
+                try:
+                    os.link(tmp, dest)  # never over a file that appeared meanwhile
+                except FileExistsError:
+                    raise DestinationExists(dest) from None
+            finally:
+                tmp.unlink(missing_ok=True)
+            fsync_dir(dest.parent)
+            return self._writer.generation
 
     # -- keyslots (the policy is keyslots.py) -----------------------------------------
 

@@ -42,6 +42,8 @@ SEARCH_INDEX_KEY = b"search-index"
 """The search index as it was at the last lock: deleted with the first change after."""
 COMPACTION_OWED_KEY = b"compaction-owed"
 """In the clear while shredded or replaced bytes await compaction."""
+SIGNING_KEY = b"signing-key"
+"""The vault's Ed25519 signing key, sealed (signing.py): made by the first signed copy."""
 SETTLED_KEY = b"settled"
 """A no-op value the store rewrites so both LMDB meta pages describe the same data."""
 

@@ -638,15 +638,11 @@ class Store:
                 return (0, 0)
             self.flush()
             before = self.path.stat().st_size
-            if self._journal_writes:  # nothing writes into LMDB meanwhile
-                self._build_copy(leave_out, extra or {})
-            else:
-                with self._env_lock:
-                    self._build_copy(leave_out, extra or {})
+            self._copy_now(self._compacting_path(), leave_out, extra or {})
             with self._env_lock:  # the short critical section: swap the files
                 self.env.close()
                 os.replace(self._compacting_path(), self.path)
-                _fsync_dir(self.path.parent)
+                fsync_dir(self.path.parent)
                 self._open_env(create=False)
             if self.salvaged:  # the vault file is whole again: now the journal may let go
                 self.salvaged = False
@@ -656,11 +652,38 @@ class Store:
             self._make_reserve()
             return before, self.path.stat().st_size
 
-    def _build_copy(
-        self, leave_out: frozenset[tuple[str, bytes]], extra: dict[tuple[str, bytes], bytes]
+    def copy_to(
+        self,
+        dest: Path,
+        *,
+        leave_out: frozenset[tuple[str, bytes]] = frozenset(),
+        extra: dict[tuple[str, bytes], bytes] | None = None,
     ) -> None:
-        """Write every live value (and ``extra``) into ``<vault>.compacting``, durably."""
-        tmp = self._compacting_path()
+        """A compacted copy of the vault as it is now, journal included, into ``dest``
+        (fsynced; a backup). The caller holds what keeps ``extra`` true meanwhile."""
+        with self._housekeeping:
+            self.flush()
+            self._copy_now(dest, leave_out, extra or {})
+
+    def _copy_now(
+        self,
+        tmp: Path,
+        leave_out: frozenset[tuple[str, bytes]],
+        extra: dict[tuple[str, bytes], bytes],
+    ) -> None:
+        if self._journal_writes:  # nothing writes into LMDB meanwhile
+            self._build_copy(tmp, leave_out, extra)
+        else:
+            with self._env_lock:
+                self._build_copy(tmp, leave_out, extra)
+
+    def _build_copy(
+        self,
+        tmp: Path,
+        leave_out: frozenset[tuple[str, bytes]],
+        extra: dict[tuple[str, bytes], bytes],
+    ) -> None:
+        """Write every live value (and ``extra``) into ``tmp``, durably."""
         for stale in (tmp, lockfile.lock_path(tmp)):
             stale.unlink(missing_ok=True)
         while True:
@@ -791,7 +814,7 @@ def _fsync_file(path: Path) -> None:
         os.close(fd)
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .. import paths
 from ..activity import Activity
@@ -638,6 +639,23 @@ class Writer:
         self.store.sync()
         self.store.close_journal()  # the state in the file says no session is open
         self.on_flushed()
+
+    def backup(self, dest: Path) -> None:
+        """A compacted copy of the vault as committed now into ``dest`` (vault lock
+        held, so nothing commits meanwhile): it says no session is open, as if
+        locked at this generation, and owes no compaction."""
+        self._store_times()
+        self.store_staged()
+        boot, self.journal_boot = self.journal_boot, NO_BOOT
+        try:
+            sealed = self.sealed_state()
+        finally:
+            self.journal_boot = boot
+        self.store.copy_to(
+            dest,
+            leave_out=frozenset({(STATE, COMPACTION_OWED_KEY)}),
+            extra={(STATE, STATE_KEY): sealed},
+        )
 
     # -- compaction --------------------------------------------------------------------
 

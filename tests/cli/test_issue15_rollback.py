@@ -83,3 +83,63 @@ def test_unlock_refuses_an_older_copy_and_accepts_it_on_purpose(tmp_path):
         assert accepted.returncode == 0, accepted.stderr
         assert sorted(p.name for p in m.root.iterdir()) == ["a.md"]
         force_lock(m)
+
+
+def _journal_entry_ends(data: bytes) -> list[int]:
+    from memvault.vault.journal import HEADER_SIZE
+
+    ends, at = [], HEADER_SIZE
+    while at < len(data):
+        at += 12 + int.from_bytes(data[at : at + 4], "big") + 32
+        ends.append(at)
+    return ends
+
+
+def test_journal_entries_cut_from_a_killed_daemons_journal_are_detected(tmp_path):
+    """The peers' blind spot: the last changes of a killed session dropped from the
+    end of its journal. Within the boot, the journal's MACed header says how far
+    it went; an older vault and journal put back together fall behind the
+    generation this machine recorded."""
+    import os
+    import signal
+    import time
+
+    from memvault.vault.journal import journal_path
+
+    from ..fsutil import force_lock, mounted
+
+    with mounted(tmp_path) as m:
+        for i in range(5):  # journaled; killed before any lull lets them into LMDB
+            (m.root / f"n{i}.md").write_bytes(f"note {i}\n".encode())
+        os.kill(m.daemon_pid(), signal.SIGKILL)
+        journal = journal_path(m.vault)
+        data = journal.read_bytes()
+        ends = _journal_entry_ends(data)
+        assert len(ends) >= 5
+        journal.write_bytes(data[: ends[-3]])  # the last changes cut off
+
+        cut = m.unlock()
+        assert cut.returncode == 7 and not m.is_mounted()
+        message = cut.stderr.decode().strip().splitlines()[-1]  # after the stale-mount note
+        assert (
+            "journal" in message and "shortened" in message and "--accept-journal-loss" in message
+        )
+        assert m.unlock("--accept-journal-loss").returncode == 0
+        kept = sorted(p.name for p in m.root.iterdir())
+        assert kept and kept == [f"n{i}.md" for i in range(len(kept))] and len(kept) < 5
+
+        # An older copy of the vault and its journal, taken while it was mounted.
+        (m.root / "early.md").write_bytes(b"early\n")
+        time.sleep(1.5)  # a lull: the journal moves into the vault file, recorded here
+        older = {p: p.read_bytes() for p in (m.vault, journal_path(m.vault)) if p.exists()}
+        for i in range(3):
+            (m.root / f"late{i}.md").write_bytes(b"late\n")
+        time.sleep(1.5)
+        os.kill(m.daemon_pid(), signal.SIGKILL)
+        journal_path(m.vault).unlink(missing_ok=True)
+        for path, data in older.items():
+            path.write_bytes(data)
+        refused = m.unlock()
+        assert refused.returncode == 7 and not m.is_mounted()
+        assert "seen at generation" in refused.stderr.decode().strip().splitlines()[-1]
+        force_lock(m)
