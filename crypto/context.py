@@ -29,6 +29,8 @@ class Kind(enum.IntEnum):
     GENERATION = 11  # a record's generation, apart from its metadata (damage accounting)
     CHUNK = 12  # one 64 KiB chunk of a large file's content
     SIGNING = 13  # the vault's Ed25519 signing key (signed copies)
+    AUDIT = 14  # an entry of the audit trail
+    AUDIT_PATH = 15  # a memory's path in the audit trail, under the memory's data key
 
 
 class Binding:

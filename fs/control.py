@@ -28,7 +28,9 @@ from ..errors import EXIT_FAILED, DaemonFailed, MemvaultError
 
 PROTOCOL = 1
 MAX_MESSAGE = 1 << 20
-"""No request or answer is near this; a bigger one is refused, not buffered."""
+"""No request is near this; a bigger one is refused, not buffered."""
+MAX_ANSWER = 256 << 20
+"""An answer may carry a long audit trail; anything bigger is refused."""
 MAX_SOCKET_PATH = 100
 """sun_path holds 108 bytes; a longer path is reached through /proc/self/fd."""
 
@@ -87,7 +89,7 @@ def _read_all(sock: socket.socket) -> bytes:
     while chunk := sock.recv(65536):
         chunks.append(chunk)
         size += len(chunk)
-        if size > MAX_MESSAGE:
+        if size > MAX_ANSWER:
             raise DaemonFailed("The daemon's answer is too large.")
     return b"".join(chunks)
 

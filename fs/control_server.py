@@ -20,6 +20,7 @@ from typing import Any
 import trio
 
 from ..errors import EXIT_USAGE, MemvaultError
+from ..vault.audit import current_caller, process_caller
 from .control import MAX_MESSAGE, PROTOCOL, decode, encode, short_path
 
 log = logging.getLogger("memvault.fs")
@@ -75,8 +76,10 @@ class ControlServer:
                 await stream.send_all(encode(reply))
 
     async def _reply(self, stream: trio.SocketStream) -> dict[str, Any]:
-        if peer_uid(stream.socket) != os.getuid():
+        pid, uid = peer_credentials(stream.socket)
+        if uid != os.getuid():
             return _error("This vault's daemon answers only its own user.", 1)
+        current_caller.set(process_caller(pid, uid, kind="cli"))  # for the audit trail
         try:
             with trio.fail_after(REQUEST_TIMEOUT_S):
                 request = decode(await _read_request(stream))
@@ -92,6 +95,7 @@ class ControlServer:
             )
         if self._refusal is not None and op not in self._refusal_spares:
             return _error(self._refusal, 1)
+        request["peer"] = [pid, uid]  # from the kernel, whatever the request said
         try:
             return {"ok": True, "result": await handler(request)}
         except MemvaultError as exc:
@@ -118,7 +122,8 @@ async def _read_request(stream: trio.SocketStream) -> bytes:
     return b"".join(chunks)
 
 
-def peer_uid(sock) -> int:
-    """The uid of the process at the other end of a Unix socket (SO_PEERCRED)."""
+def peer_credentials(sock) -> tuple[int, int]:
+    """The pid and uid of the process at the other end of a Unix socket (SO_PEERCRED)."""
     creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return struct.unpack("3i", creds)[1]
+    pid, uid, _ = struct.unpack("3i", creds)
+    return pid, uid

@@ -22,10 +22,12 @@ from typing import Any
 import pyfuse3
 import trio
 
-from .. import keys, signing
+from .. import audit_requests, keys, signing
 from ..crypto import wipe
+from ..errors import UsageError
 from ..search import SearchService, open_search
 from ..vault import Vault
+from ..vault.audit import Caller, current_caller, name_process
 from .control_server import ControlServer
 from .operations import VaultOperations
 from .runtime import MountRecord
@@ -37,6 +39,7 @@ READER_TASKS = 8
 MAX_TASKS = 64
 EMBED_WORKERS = min(2, os.cpu_count() or 1)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+NOTED_BY_CLI = frozenset({"export", "import"})
 
 
 def mount_options(allow_other: bool) -> set[str]:
@@ -94,10 +97,14 @@ class _Daemon:
                 "keys": self._keys,
                 "lock": self._lock,
                 "backup": self._backup,
+                "audit": self._audit,
+                "caller": self._caller,
+                "note": self._note,
             },
             MountRecord.log_for(vault.path),
         )
         self.close_error: Exception | None = None
+        self._lock_caller: Caller | None = None  # who asked to lock (audit.py)
         self._mounted = True
         self._closed = False
         self._locked = trio.Event()
@@ -145,6 +152,8 @@ class _Daemon:
         if self._closed:
             return
         self._closed = True
+        if self._lock_caller is not None:  # this thread's context: the lock is theirs
+            current_caller.set(self._lock_caller)
         try:
             self.search.stop()
             self.record.remove()
@@ -175,6 +184,27 @@ class _Daemon:
         model = await trio.to_thread.run_sync(self.search.reindex)
         return {"memories": len(self.vault), "model": model}
 
+    async def _audit(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The audit trail (audit.py): its events since a time, its chain checked, or
+        pruned to a retention."""
+        return await trio.to_thread.run_sync(audit_requests.serve, self.vault, request)
+
+    async def _caller(self, request: dict[str, Any]) -> dict[str, Any]:
+        """An MCP server names the agent it speaks for: its requests are audited so."""
+        pid, uid = request["peer"]
+        name = str(request.get("name") or "")[:200]
+        if name:
+            name_process(pid, uid, name)
+        return {}
+
+    async def _note(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The CLI's export or import through the mount, for the audit trail."""
+        op = request.get("op_name")
+        if op not in NOTED_BY_CLI:
+            raise UsageError(f"The daemon does not record {op!r} events.")
+        self.vault.note(op, str(request.get("detail") or "")[:500])
+        return {}
+
     async def _keys(self, request: dict[str, Any]) -> dict[str, Any]:
         """A key change (memvault/keys.py): the secret is checked against the vault's
         own keyslots, Argon2id runs in a worker thread while the mount goes on."""
@@ -192,6 +222,7 @@ class _Daemon:
     async def _lock(self, request: dict[str, Any]) -> dict[str, Any]:
         """Answered once the vault is closed: the caller then finds it locked
         (and, asked to sign, the file signed as it was left)."""
+        self._lock_caller = current_caller.get()
         seed = None
         if request.get("sign"):
             seed = await trio.to_thread.run_sync(lambda: self.vault.signing_seed(create=True))
@@ -213,6 +244,7 @@ class _Daemon:
 
         def backup() -> dict[str, Any]:
             seed = vault.signing_seed(create=True) if request.get("sign") else None
+            vault.note("backup", f"to {dest}")
             generation = vault.backup(dest)
             result: dict[str, Any] = {"generation": generation}
             if seed is not None:

@@ -43,6 +43,7 @@ from ..errors import (
 )
 from ..search import QueryError, SearchService, parse, render, render_error
 from ..vault import MAX_MEMORY_SIZE, Vault
+from ..vault.audit import THE_VAULT, Caller, current_caller, process_caller
 from ..vault.bodies import CHUNK_SIZE
 from ..vault.records import DIRECTORY, FILE, SYMLINK, Meta
 from .errors import as_fuse_error
@@ -69,11 +70,16 @@ XATTR_NAMESPACE = "user."
 
 def request(handler: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
     """A kernel request: the mount is busy now (background work waits for a lull,
-    see activity.py), and what the handler raises becomes an errno."""
+    see activity.py), the vault's changes are for the process that asked
+    (audit.py; requests on an open file: the process that opened it), and what
+    the handler raises becomes an errno."""
 
     @functools.wraps(handler)
     async def wrapper(self: VaultOperations, *args, **kwargs) -> T:
         self.activity.touch()
+        ctx = args[-1] if args else None
+        if type(ctx) is pyfuse3.RequestContext:  # who asks, for the audit trail
+            current_caller.set(process_caller(ctx.pid, ctx.uid))
         try:
             return await handler(self, *args, **kwargs)
         except Exception as exc:
@@ -102,6 +108,7 @@ class VaultOperations(pyfuse3.Operations):
         self.inodes = InodeTable()
         self.files = OpenFiles()
         self._dirs: dict[int, list[tuple[bytes, int, pyfuse3.EntryAttributes]]] = {}
+        self._openers: dict[int, Caller] = {}  # who opened each handle (audit.py)
         self._dir_ids = iter(range(1, 2**62))
 
     # -- helpers -----------------------------------------------------------------
@@ -233,6 +240,7 @@ class VaultOperations(pyfuse3.Operations):
                 query = parse(name)
             except QueryError:
                 raise MemoryNotFound(name) from None  # no such result file
+            self.vault.note("search")  # not the query: it may name a memory
             try:
                 results = await self._in_thread(self.search.search, query)
                 rendered = render(query, results, self.mountpoint)
@@ -397,6 +405,7 @@ class VaultOperations(pyfuse3.Operations):
     async def create(self, parent_inode, name, mode, flags, ctx):
         attrs = self._create(parent_inode, name, FILE, stat.S_IMODE(mode), ctx, opened=True)
         fh, _ = self.files.open(self.inodes.record(attrs.st_ino))
+        self._openers[fh] = current_caller.get()
         return pyfuse3.FileInfo(fh=fh, keep_cache=True), attrs
 
     @request
@@ -417,7 +426,10 @@ class VaultOperations(pyfuse3.Operations):
             raise (IsADirectory if meta.is_dir else IsASymlink)(meta.path)
         if flags & os.O_TRUNC:  # libfuse asks for atomic O_TRUNC: truncating is ours
             self._truncate(record_id, 0)
+        if flags & os.O_ACCMODE != os.O_WRONLY:
+            self.vault.note_read(record_id)
         fh, _ = self.files.open(record_id)
+        self._openers[fh] = current_caller.get()
         return pyfuse3.FileInfo(fh=fh, keep_cache=not flags & os.O_TRUNC)
 
     @request
@@ -447,6 +459,7 @@ class VaultOperations(pyfuse3.Operations):
             raise TooLarge(f"handle {fh}", end, MAX_MEMORY_SIZE)
         if not buf:
             return 0
+        current_caller.set(self._openers.get(fh, THE_VAULT))
         old_size = self._meta(state.record_id).size
         size = max(old_size, end)
         data = memoryview(buf)
@@ -489,6 +502,7 @@ class VaultOperations(pyfuse3.Operations):
             self._result_handles.pop(fh, None)
             return
         state = self.files.close(fh)
+        current_caller.set(self._openers.pop(fh, THE_VAULT))
         if not state.handles:
             meta = self.vault.by_record_id(state.record_id)
             if meta is not None and meta.orphan:  # unlinked while open: shredded now

@@ -39,6 +39,9 @@ class Memories(Protocol):
     def compact(self) -> tuple[int, int]:
         """Rewrite the file so no shredded byte remains; its size before and after."""
 
+    def note(self, op: str, detail: str = "") -> None:
+        """Record a vault-level event (an export, an import) in the audit trail."""
+
     def close(self) -> None: ...
 
     def __enter__(self) -> Memories: ...

@@ -92,7 +92,14 @@ class KeyRequest:
 
 def perform(vault, request: KeyRequest, opened: Keyslot) -> dict[str, Any]:
     """Make the change on an unlocked vault whose slot ``opened`` the request's
-    secret opened; return what the CLI reports."""
+    secret opened (recorded in the audit trail); return what the CLI reports."""
+    done = _perform(vault, request, opened)
+    slot = done.get("slot", done.get("slots"))
+    vault.note("keyslot", f"{request.action}" + (f" slot {slot}" if slot is not None else ""))
+    return done
+
+
+def _perform(vault, request: KeyRequest, opened: Keyslot) -> dict[str, Any]:
     kdf = request.kdf or DEFAULT_KDF
     action = request.action
     if action == "passwd":

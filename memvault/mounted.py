@@ -266,6 +266,11 @@ class MountedVault:
         except OSError as exc:
             raise MountError(f"The search through {self.root} failed: {exc.strerror}.") from None
 
+    def note(self, op: str, detail: str = "") -> None:
+        control.ask(
+            self.record.control_path, "note", pid=self.daemon_pid, op_name=op, detail=detail
+        )
+
     def compact(self) -> tuple[int, int]:
         """Asked of the daemon, which answers once the compaction is done."""
         self._check_live()

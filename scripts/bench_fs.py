@@ -1,9 +1,11 @@
-"""Filesystem figures for BENCHMARKS.md, interleaved: ext4, gocryptfs, memvault and
-the plain pyfuse3 + trio memfs (scripts/memfs.py, the floor of the binding;
-also with FLUSH answered ENOSYS, and sealing and journaling every write: the
-floor of an encrypted journaled design on this stack) all mounted at once, every phase run on each
-in turn, in an order that rotates from round to round; medians over the
-rounds. The machine is shared: same-run ratios hold where absolute times move.
+"""Filesystem figures for BENCHMARKS.md, interleaved: ext4, gocryptfs, memvault (and
+a second memvault whose daemon keeps no audit trail: what the trail costs)
+and the plain pyfuse3 + trio memfs (scripts/memfs.py, the floor of the
+binding; also with FLUSH answered ENOSYS, and sealing and journaling every
+write: the floor of an encrypted journaled design on this stack) all
+mounted at once, every phase run on each in turn, in an order that rotates
+from round to round; medians over the rounds. The machine is shared:
+same-run ratios hold where absolute times move.
 
 Before every timed phase the run waits until no daemon is busy in the
 background (memvault embeds what was written at idle priority once it is
@@ -175,22 +177,26 @@ def wait_mounted(mnt: Path, timeout: float = 30) -> None:
 
 
 @contextmanager
-def memvault_mount(work: Path) -> Iterator[Target]:
+def memvault_mount(work: Path, audit: bool = True) -> Iterator[Target]:
+    """memvault; without ``audit``, a second vault whose daemon records no audit
+    trail (MEMVAULT_AUDIT=off: only to measure what the trail costs)."""
+    kind = "" if audit else "-noaudit"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_")}
     env.update(
-        MEMVAULT_VAULT=str(work / "vault" / "memory.vault"),
+        MEMVAULT_VAULT=str(work / f"vault{kind}" / "memory.vault"),
         MEMVAULT_PASSPHRASE=PASSPHRASE,
-        XDG_RUNTIME_DIR=str(work / "run"),
+        XDG_RUNTIME_DIR=str(work / f"run{kind}"),
+        **({} if audit else {"MEMVAULT_AUDIT": "off"}),
     )
-    (work / "run").mkdir(mode=0o700)
-    mnt = work / "memvault-mnt"
+    (work / f"run{kind}").mkdir(mode=0o700)
+    mnt = work / f"memvault{kind}-mnt"
     cli = [sys.executable, "-m", "memvault"]
     subprocess.run([*cli, "init"], env=env, check=True, capture_output=True)
     subprocess.run([*cli, "unlock", str(mnt)], env=env, check=True, capture_output=True)
     done = subprocess.run([*cli, "status", "--json"], env=env, check=True, capture_output=True)
     pid = json.loads(done.stdout)["daemon_pid"]
     try:
-        yield Target("memvault", mnt, pid)
+        yield Target("memvault" if audit else "memvault, audit off", mnt, pid)
     finally:
         subprocess.run([*cli, "lock", str(mnt)], env=env, capture_output=True)
 
@@ -322,6 +328,13 @@ def report(targets: list[Target], phases: list[str], times, cpu, rounds: int) ->
     print("| " + " | ".join(row) + " |")
     row = [LATENCY] + [cell(n, med[n][LATENCY], med[peer][LATENCY]) for n in names] + ["", ""]
     print("| " + " | ".join(row) + " |")
+    if "memvault, audit off" in names:
+        off = "memvault, audit off"
+        ratios = [f"{p} {med['memvault'][p] / med[off][p]:.2f}" for p in phases]
+        print(
+            f"\nThe audit trail's cost, memvault / memvault with it off: sum "
+            f"{sums['memvault'] / sums[off]:.3f}; " + ", ".join(ratios)
+        )
 
 
 def main() -> None:
@@ -341,6 +354,7 @@ def main() -> None:
             if have_gocryptfs():
                 targets.append(stack.enter_context(gocryptfs_mount(work)))
             targets.append(stack.enter_context(memvault_mount(work)))
+            targets.append(stack.enter_context(memvault_mount(work, audit=False)))
             targets.append(stack.enter_context(memfs_mount(work)))
             targets.append(stack.enter_context(memfs_mount(work, no_flush=True)))
             targets.append(stack.enter_context(memfs_mount(work, no_flush=True, sealed=True)))

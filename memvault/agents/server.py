@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from .. import paths
 from ..errors import MemvaultError
+from ..fs import control
 from ..fs.lifecycle import serving_daemon
 from ..mounted import MountedVault
 from ..search import MAX_K, Query
@@ -96,7 +97,8 @@ class Tools:
         self, vault: Path, caller: str | None = None, subtree: str = "", read_only: bool = False
     ) -> None:
         self.vault = vault
-        self.caller = caller  # who asks: for the audit trail to come
+        self.caller = caller  # the agent it speaks for, in the audit trail
+        self._named: set[int] = set()  # daemons told so
         self.subtree = paths.normalize(subtree, allow_root=True)
         self.read_only = read_only
 
@@ -110,6 +112,10 @@ class Tools:
         if record is None:
             raise ToolError(LOCKED)
         try:
+            if self.caller and record.pid not in self._named:
+                # The daemon learns this process's pid from the socket itself.
+                control.ask(record.control_path, "caller", pid=record.pid, name=self.caller)
+                self._named.add(record.pid)
             with MountedVault(record) as mounted:
                 yield mounted
         except MemvaultError as exc:

@@ -1,7 +1,7 @@
 """The `memvault` command line, one module per command group: vault.py (the
 vault itself), keys.py (passphrases, keyslots, 2FA, recovery), mount.py
 (unlock, lock), search.py, ingest.py, transfer.py (export, import),
-integrity.py (check, salvage), copies.py (backup, restore, verify),
+integrity.py (check, salvage), audit.py, copies.py (backup, restore, verify),
 agents.py (serve); common.py and output.py are what they share.
 
 Every failure a user can cause or meet is one sentence on stderr and the
@@ -18,10 +18,11 @@ from collections.abc import Callable, Sequence
 
 from .. import __version__
 from ..errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_STATUSES, MemvaultError, UsageError
-from . import agents, copies, ingest, integrity, keys, mount, output, search, transfer, vault
+from ..vault.audit import current_caller, this_process
+from . import agents, audit, copies, ingest, integrity, keys, mount, output, search, transfer, vault
 from .common import common_options
 
-GROUPS = (vault, integrity, copies, keys, mount, search, ingest, transfer, agents)
+GROUPS = (vault, integrity, audit, copies, keys, mount, search, ingest, transfer, agents)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -59,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
+        current_caller.set(this_process("cli", args.command))  # audit.py
         return args.func(args)
     except MemvaultError as exc:
         output.fail(str(exc))

@@ -16,7 +16,8 @@ from ..fs import control
 from ..fs.runtime import MountError
 from ..vault import Vault, read_info
 from ..vault.journal import journal_path
-from ..vault.store import fsync_dir
+from ..vault.lockfile import lock_path
+from ..vault.store import fsync_dir, reserve_path
 from ..vault.structure import check_structure
 from . import output
 from .common import daemon_of, open_in_process, open_options, secret, vault_path
@@ -70,6 +71,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
             raise VaultNotFound(path)
         with open_in_process(args) as vault:
             seed = vault.signing_seed(create=True) if args.sign else None
+            vault.note("backup", f"to {dest}")
             generation = vault.backup(dest)
             vault_id = vault.header.vault_id
         answer = {"generation": generation}
@@ -144,21 +146,31 @@ def cmd_restore(args: argparse.Namespace) -> int:
             f"{target} holds another vault than {backup}; move it away first "
             "or restore with --vault to a new path."
         )
-    # Every record decrypted and authenticated; opening it with the rollback
-    # accepted records its generation as the one this machine now expects.
-    with Vault.open(
-        backup,
-        lambda: secret(args),
-        readonly=True,
-        verify_every_record=True,
-        **{**open_options(args), "accept_rollback": True},
-    ) as copy:
-        problems, files, _ = problems_of(copy)
+    # The copy to install is checked, not the backup itself: every record
+    # decrypted and authenticated, the restore recorded in its audit trail.
+    # Opening it with the rollback accepted records its generation as the one
+    # this machine now expects.
+    staged = target.with_name(f".{target.name}.{os.getpid()}.restoring")
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        _copy_private(backup, staged)
+        with Vault.open(
+            staged,
+            lambda: secret(args),
+            compact_delay=None,
+            verify_every_record=True,
+            **{**open_options(args), "accept_rollback": True},
+        ) as copy:
+            problems, files, _ = problems_of(copy)
+            if problems:
+                output.data("".join(f"{problem}\n" for problem in problems))
+                raise CheckFailed(backup, len(problems))
+            copy.note("restore", f"from {backup}")
         generation = copy.generation
-    if problems:
-        output.data("".join(f"{problem}\n" for problem in problems))
-        raise CheckFailed(backup, len(problems))
-    aside = _install(backup, target)
+        aside = _install(staged, target)
+    finally:
+        for leftover in (staged, lock_path(staged), reserve_path(staged)):
+            leftover.unlink(missing_ok=True)
     how = f"signed by {verified.fingerprint}, " if verified else ""
     output.note(
         f"Restored {target} from {backup} ({how}{files} memories, generation {generation}); "
@@ -169,33 +181,30 @@ def cmd_restore(args: argparse.Namespace) -> int:
     return 0
 
 
-def _install(backup: Path, target: Path) -> Path | None:
-    """Copy ``backup`` over ``target`` atomically (fsynced, 0600); the replaced file,
+def _copy_private(source: Path, dest: Path) -> None:
+    shutil.copyfile(source, dest)
+    os.chmod(dest, 0o600)
+
+
+def _install(staged: Path, target: Path) -> Path | None:
+    """Put ``staged`` in place of ``target`` atomically (fsynced); the replaced file,
     and a journal left beside it, move aside. Returns where the old vault went."""
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.restoring")
-    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(staged, os.O_RDONLY)
     try:
-        shutil.copyfile(backup, tmp)
-        os.chmod(tmp, 0o600)
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        aside = None
-        if target.exists():
-            aside = target.with_name(
-                f"{target.name}.before-restore-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
-            )
-            os.link(target, aside)
-            journal = journal_path(target)
-            if journal.exists():  # it belongs to the replaced file, never to the backup
-                os.replace(journal, journal_path(aside))
-        os.replace(tmp, target)
-        fsync_dir(target.parent)
-        return aside
+        os.fsync(fd)
     finally:
-        tmp.unlink(missing_ok=True)
+        os.close(fd)
+    aside = None
+    if target.exists():
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+        aside = target.with_name(f"{target.name}.before-restore-{stamp}")
+        os.link(target, aside)
+        journal = journal_path(target)
+        if journal.exists():  # it belongs to the replaced file, never to the backup
+            os.replace(journal, journal_path(aside))
+    os.replace(staged, target)
+    fsync_dir(target.parent)
+    return aside
 
 
 def add_key_option(p: argparse.ArgumentParser) -> None:

@@ -39,6 +39,9 @@ def problems_of(vault: Vault) -> tuple[list[str], int, int]:
             wipe(seed)
     except VaultTampered as exc:
         problems.append(str(exc))
+    broken, _, _ = vault.audit_problem()
+    if broken:
+        problems.append(f"the audit trail: {broken}")
     return problems, files, directories
 
 
@@ -51,7 +54,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise CheckFailed(path, len(problems))
     output.note(
         f"{path} checks out: {files} memories and {directories} directories, every record's "
-        "key, metadata and content authenticated, the integrity sum matching."
+        "key, metadata and content authenticated, the integrity sum matching, the audit "
+        "trail's chain unbroken."
     )
     return 0
 

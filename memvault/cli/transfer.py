@@ -26,7 +26,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         transfer.check_destination(dest)  # before the passphrase is asked
     if args.jsonl not in (None, "-") and os.path.lexists(args.jsonl):
         raise UsageError(f"{args.jsonl} already exists: export writes only to a new file.")
-    with open_memories(args, readonly=True) as vault:
+    # Not read-only: the export is recorded in the audit trail.
+    with open_memories(args) as vault:
+        vault.note("export", "plaintext tree" if dest is not None else "jsonl")
         metas = vault.walk()
         memories = transfer.memories_of(vault, metas)
         if dest is not None:
@@ -70,6 +72,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             output.data("".join(f"{len(m.data):>10}  {m.path}\n" for m in new))
             output.note(f"Would import {len(new)} of {len(memories)} memories (dry run).")
             return 0
+        vault.note("import", f"{len(new)} memories")
         transfer.import_memories(vault, new)
     same = len(memories) - len(new)
     output.note(

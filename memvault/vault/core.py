@@ -52,6 +52,7 @@ from ..errors import (
 )
 from . import padding, rollback
 from .accumulator import Accumulator
+from .audit import Checkpoint, Shown, current_caller
 from .bodies import CHUNK_SIZE, Bodies, ChunkMissing
 from .damage import Damage
 from .header import FORMAT_VERSION, Header
@@ -67,6 +68,7 @@ from .loading import (
 from .records import FILE, SYMLINK, Meta, RecordFormatError
 from .rollback import VaultRolledBack
 from .schema import (
+    AUDIT,
     CHUNKS,
     DERIVED,
     HEADER_AUTH_KEY,
@@ -295,6 +297,7 @@ class Vault:
         self._writer.snapshot_stored = loaded.snapshot_stored
         self._writer.search_index_stored = loaded.search_index_stored
         self._writer.generation = loaded.generation
+        self._writer.audit.head_seq, self._writer.audit.head_link = loaded.audit_head
         if loaded.compaction_owed:
             self._writer.compaction_owed = True  # an earlier session never compacted
             self._writer.pending_shreds = 1
@@ -310,6 +313,8 @@ class Vault:
             raise VaultRolledBack(self.path, generation, seen)
         if seen is None or generation < seen:  # first seen here, or rolled back on purpose
             rollback.remember(vault_id, key, generation)
+        if seen is not None and generation < seen:
+            self.note("accept-rollback", f"generation {generation}, this machine had seen {seen}")
         if not self._store.readonly:
             self._writer.on_flushed = lambda: rollback.remember(
                 vault_id, key, self._writer.generation
@@ -360,6 +365,69 @@ class Vault:
                 tmp.unlink(missing_ok=True)
             fsync_dir(dest.parent)
             return self._writer.generation
+
+    # -- the audit trail (audit.py) ------------------------------------------------------
+
+    def note(self, op: str, detail: str = "") -> None:
+        """A vault-level event for the audit trail (an export, a backup, a key change),
+        for the current caller; stored with the next commit, at the latest with the
+        next journal flush or the lock. A read-only vault records nothing."""
+        if not self._store.readonly and not self._closed:
+            with self._lock:
+                self._writer.audit.note(op, current_caller.get(), detail=detail)
+                self._writer.housekeeper.audit_noted()
+
+    def note_read(self, record_id: bytes) -> None:
+        """A memory was opened for reading (one event per caller, memory and minute)."""
+        if self._store.readonly or self._closed:
+            return
+        with self._lock:
+            entry = self._tree.by_id.get(record_id)
+            if entry is not None:
+                audit = self._writer.audit
+                pending = len(audit.pending)
+                audit.note("read", current_caller.get(), record_id, entry.meta.path, entry.data_key)
+                if len(audit.pending) > pending:
+                    self._writer.housekeeper.audit_noted()
+
+    def audit_trail(self) -> list[Shown]:
+        """Every event the trail keeps, oldest first; a shredded memory's path is None.
+        Entries that fail authentication are left out (audit_problem names them)."""
+
+        def data_key_of(record_id: bytes):
+            entry = self._tree.by_id.get(record_id)
+            return None if entry is None else entry.data_key
+
+        shown: list[Shown] = []
+        with self._lock, self._store.read() as txn:
+            audit = self._writer.audit
+            for key, sealed in txn.items(AUDIT):
+                seq = int.from_bytes(key, "big")
+                try:
+                    doc = audit.open_entry(seq, sealed)
+                except (DecryptionError, ValueError):
+                    continue
+                shown.extend(audit.shown(seq, doc, data_key_of))
+        return shown
+
+    def audit_problem(self) -> tuple[str, int, Checkpoint]:
+        """Walk the trail's chain: the first broken link ("" if none), how many
+        entries it keeps, and the checkpoint it starts from."""
+        with self._lock:
+            try:
+                checkpoint = self._writer.audit_checkpoint()
+            except (DecryptionError, ValueError):
+                return "its checkpoint fails authentication", 0, Checkpoint()
+            with self._store.read() as txn:
+                entries = [(int.from_bytes(k, "big"), bytes(v)) for k, v in txn.items(AUDIT)]
+            problem = self._writer.audit.verify(iter(entries), (checkpoint.seq, checkpoint.link))
+            return problem, len(entries), checkpoint
+
+    def prune_audit(self, keep_days: int) -> int:
+        """Drop entries older than ``keep_days`` now, and keep that retention."""
+        with self._lock:
+            self._check_writable()
+            return self._writer.prune_audit(keep_days)
 
     # -- keyslots (the policy is keyslots.py) -----------------------------------------
 

@@ -71,6 +71,14 @@ class Housekeeper:
                 self._flush_urgent = True
                 self._wake()
 
+    def audit_noted(self) -> None:
+        """A read or search was noted for the audit trail: stored with the next flush."""
+        with self._due:
+            if self._stopped or self._flush_at is not None:
+                return
+            self._flush_at = time.monotonic() + FLUSH_DELAY
+            self._wake()
+
     def compaction_owed(self) -> None:
         """(Re)arm the debounced compaction: it runs after a quiet moment.
 

@@ -126,6 +126,7 @@ class Loaded:
     snapshot_stored: bool = False
     search_index_stored: bool = False
     generation: int = 0
+    audit_head: tuple[int, bytes] = (0, bytes(32))
 
 
 class Loader:
@@ -175,6 +176,7 @@ class Loader:
             stored_acc = stored.acc
             loaded = Loaded(Accumulator(self.state_key, *stored_acc.state()))
             loaded.generation = stored.generation
+            loaded.audit_head = (stored.audit_seq, stored.audit_link)
             sealed_root = txn.get(ROOT_KEY, db=STATE)
             if sealed_root is not None:
                 try:

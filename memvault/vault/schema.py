@@ -1,6 +1,6 @@
 """Every database and key name in the vault file, in one place.
 
-The file is one LMDB environment with seven named databases. Keys are
+The file is one LMDB environment with eight named databases. Keys are
 random record ids (``ID_SIZE`` bytes), keyed hashes of them (chunks), or the
 fixed names below; values are sealed, except the header, keyslots and the
 clear markers named here.
@@ -22,10 +22,12 @@ DERIVED = "derived"
 """Each record's sealed chunk vectors, by record id."""
 CHUNKS = "chunks"
 """The sealed 64 KiB chunks of files larger than one, by a keyed hash of (record, index)."""
+AUDIT = "audit"
+"""The audit trail's sealed entries, by sequence number (audit.py)."""
 
-DB_NAMES = (META, SLOTS, STATE, KEYS, RECORDS, DERIVED, CHUNKS)
+DB_NAMES = (META, SLOTS, STATE, KEYS, RECORDS, DERIVED, CHUNKS, AUDIT)
 """In this order: journal entries name a database by its index here."""
-ADDED_LATER = frozenset({CHUNKS})
+ADDED_LATER = frozenset({CHUNKS, AUDIT})
 """Databases a vault made before them lacks until it is first opened for writing."""
 
 # Keys in META
@@ -44,6 +46,8 @@ COMPACTION_OWED_KEY = b"compaction-owed"
 """In the clear while shredded or replaced bytes await compaction."""
 SIGNING_KEY = b"signing-key"
 """The vault's Ed25519 signing key, sealed (signing.py): made by the first signed copy."""
+AUDIT_CHECKPOINT_KEY = b"audit-checkpoint"
+"""Where the kept audit trail begins, and its retention (audit.Checkpoint), sealed."""
 SETTLED_KEY = b"settled"
 """A no-op value the store rewrites so both LMDB meta pages describe the same data."""
 

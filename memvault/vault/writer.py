@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .. import paths
 from ..activity import Activity
-from ..crypto import Kind, wipe
+from ..crypto import DecryptionError, Kind, wipe
 from ..errors import (
     AlreadyExists,
     CompactionPending,
@@ -33,12 +33,15 @@ from ..errors import (
 )
 from . import records
 from .accumulator import Accumulator
+from .audit import MAX_ENTRIES, AuditLog, Caller, Checkpoint, Pending, current_caller, seq_key
 from .bodies import CHUNK_SIZE, Bodies, chunk_count
 from .housekeeping import Housekeeper
 from .journal import NO_BOOT, current_boot_id
 from .loading import seal_snapshot
 from .records import DIRECTORY, FILE, Meta
 from .schema import (
+    AUDIT,
+    AUDIT_CHECKPOINT_KEY,
     CHUNKS,
     COMPACTION_OWED_KEY,
     DERIVED,
@@ -73,6 +76,8 @@ class Write:
     wrapped_key: bytes | None = None  # set for new records
     chunk_puts: dict[bytes, bytes] = field(default_factory=dict)  # a chunked file's new chunks
     chunk_deletes: list[bytes] = field(default_factory=list)  # and those it no longer has
+    caller: Caller = field(default_factory=current_caller.get)  # who asked for it (audit.py)
+    audited: bool = True  # False for what memvault does on its own (directory times)
 
 
 class Writer:
@@ -93,6 +98,7 @@ class Writer:
         self.tree = tree
         self.lock = lock  # the vault's
         self.acc = Accumulator(state_key)
+        self.audit = AuditLog(sealer)
         self.journal_boot = NO_BOOT  # written into every state while a journal is on
         self.generation = 0  # of the state last written: one more with every write
         self.on_flushed: Callable[[], None] = lambda: None  # the generation is durable now
@@ -243,16 +249,21 @@ class Writer:
         it at close.
         """
         generation = self.generation + 1  # counted once the write is stored
-        sealed = self.sealed_state(acc, generation)
+        entry = self.audit.next_entry()  # what happened since the last write, this one's too
+        sealed = self.sealed_state(acc, generation, entry)
 
         def txn_fn(txn):
             result = fn(txn)
+            if entry is not None:
+                txn.put(seq_key(entry.seq), entry.sealed, db=AUDIT)
             txn.put(STATE_KEY, sealed, db=STATE)
             if owes_compaction:
                 txn.put(COMPACTION_OWED_KEY, b"", db=STATE)
             return result
 
         result = self.store.write(txn_fn)
+        if entry is not None:
+            self.audit.stored(entry)
         self.generation = generation
         self._wrote = True
         self._dirty = self._dirty or not bookkeeping
@@ -261,10 +272,19 @@ class Writer:
             self._owing += 1
         return result
 
-    def sealed_state(self, acc: Accumulator | None = None, generation: int | None = None) -> bytes:
+    def sealed_state(
+        self,
+        acc: Accumulator | None = None,
+        generation: int | None = None,
+        audit_entry: Pending | None = None,
+    ) -> bytes:
         state = VaultState(self.acc if acc is None else acc, self.store.next_seq)
         state.journal_boot = self.journal_boot
         state.generation = self.generation if generation is None else generation
+        if audit_entry is None:
+            state.audit_seq, state.audit_link = self.audit.head_seq, self.audit.head_link
+        else:
+            state.audit_seq, state.audit_link = audit_entry.seq, audit_entry.link
         return self.sealer.seal(Kind.STATE, state.encode())
 
     def commit(
@@ -301,6 +321,8 @@ class Writer:
             acc.remove(s.record_id, s.meta.gen)
         sealed_root = self.seal_root(self.root_meta()) if store_root else None
         stale_index = self.search_index_stored and not times_only  # directory times: not indexed
+        noted = len(self.audit.pending)
+        self._audit(writes, shreds)
 
         def txn_fn(txn) -> None:
             for w in writes:
@@ -327,6 +349,7 @@ class Writer:
                 self.write(txn_fn, acc, owes_compaction=owed)  # a shred frees space: the reserve
         except BaseException:
             self.staged = staged  # still to be stored
+            self.audit.discard_since(noted)  # it did not happen
             raise
         for w in writes:  # stored now: a large body need not stay in memory
             w.sealed_body = None
@@ -337,6 +360,7 @@ class Writer:
         for s in shreds:
             self.tree.remove(s)
             self.bodies.forget(s.record_id)
+            self.audit.forget(s.record_id)
             wipe(s.data_key)
         for w in writes:
             old = self.tree.by_id.get(w.entry.record_id)
@@ -349,6 +373,30 @@ class Writer:
         if owed:
             self.housekeeper.compaction_owed()
         self.housekeeper.journal_grew(self.store.journal_bytes)
+
+    def _audit(self, writes: list[Write], shreds: list[Entry]) -> None:
+        """Note what a commit does, for whom, in the entry it will store (audit.py)."""
+        note = self.audit.note
+        for w in writes:
+            if not w.audited:
+                continue
+            e, old = w.entry, self.tree.by_id.get(w.entry.record_id)
+            old_path = ""
+            if w.old_gen is None:
+                op = "create"
+            elif w.sealed_body is not None:
+                op = "write"
+            elif e.meta.orphan and old is not None and not old.meta.orphan:
+                op = "unlink"  # still open somewhere: shredded at its last close
+            elif old is not None and old.meta.path != e.meta.path:
+                op, old_path = "rename", old.meta.path
+            else:
+                op = "attr"
+            note(op, w.caller, e.record_id, e.meta.path, e.data_key, old_path=old_path)
+        if shreds:
+            caller = current_caller.get()
+            for s in shreds:
+                note("shred", caller, s.record_id, s.meta.path, s.data_key)
 
     def _unstage(
         self, writes: list[Write], shreds: list[Entry], *, everything: bool
@@ -425,12 +473,16 @@ class Writer:
 
         Called before every journal flush and at close: a directory's times
         reach the journal within a flush delay of the change, not with it,
-        which saves a record write on every create, unlink and rename.
+        which saves a record write on every create, unlink and rename. Reads
+        and searches noted for the audit trail since the last change are
+        stored then too.
         """
         with self.lock:
             if not self.closed:
                 self._store_times()
                 self.store_staged()
+                if self.audit.pending:  # reads and searches noted since the last change
+                    self.write(_no_change, bookkeeping=True)
 
     def _store_times(self) -> None:
         if self._changed_times or self._root_changed:
@@ -441,9 +493,9 @@ class Writer:
                 entry = self.tree.by_id.get(record_id)
                 if entry is not None:
                     meta = entry.meta.evolve()
-                    writes.append(
-                        Write(Entry(record_id, meta, entry.data_key), entry.meta.gen, None)
-                    )
+                    write = Write(Entry(record_id, meta, entry.data_key), entry.meta.gen, None)
+                    write.audited = False
+                    writes.append(write)
             try:
                 self.commit(writes, store_root=root, times_only=True)
             except BaseException:  # kept for the next try
@@ -577,6 +629,7 @@ class Writer:
         """
         store = self.store
         if journal:
+            self.audit.note("unlock", current_caller.get())
             self.journal_boot = current_boot_id()
             store.open_journal_session(self.journal_boot)
             self.write(_no_change, bookkeeping=True)  # straight into LMDB: journal still off
@@ -607,6 +660,8 @@ class Writer:
         half-full pages (random ids split them): a locked vault is always as
         small as it can be.
         """
+        if self.journal_boot != NO_BOOT:
+            self.audit.note("lock", current_caller.get())
         orphans = self.tree.orphans()  # files still open at lock: their last close is now
         if orphans:
             self.commit([], orphans)
@@ -616,6 +671,8 @@ class Writer:
             log.warning("%d new empty file(s) not stored: the disk is full", len(self.staged))
         with contextlib.suppress(DiskFull):  # directory times only
             self._store_times()
+        with contextlib.suppress(DiskFull):  # the trail keeps its last entries; they wait
+            self.prune_audit()
         if not self.snapshot_stored:
             with contextlib.suppress(DiskFull):  # only an unlock speed-up
                 sealed = seal_snapshot(self.store, self.sealer, self.tree, self.acc)
@@ -646,6 +703,8 @@ class Writer:
         locked at this generation, and owes no compaction."""
         self._store_times()
         self.store_staged()
+        if self.audit.pending:  # the backup's own event is in it
+            self.write(_no_change, bookkeeping=True)
         boot, self.journal_boot = self.journal_boot, NO_BOOT
         try:
             sealed = self.sealed_state()
@@ -656,6 +715,52 @@ class Writer:
             leave_out=frozenset({(STATE, COMPACTION_OWED_KEY)}),
             extra={(STATE, STATE_KEY): sealed},
         )
+
+    # -- the audit trail's retention ------------------------------------------------------
+
+    def audit_checkpoint(self) -> Checkpoint:
+        """Where the kept trail begins (DecryptionError if the checkpoint was altered)."""
+        with self.store.read() as txn:
+            sealed = txn.get(AUDIT_CHECKPOINT_KEY, db=STATE)
+            if sealed is None:
+                return Checkpoint()
+            return Checkpoint.decode(self.sealer.open(Kind.AUDIT, sealed, AUDIT_CHECKPOINT_KEY))
+
+    def prune_audit(self, keep_days: int | None = None) -> int:
+        """Drop the entries older than the retention (and any beyond MAX_ENTRIES),
+        leaving a checkpoint from which verify still proves continuity; return how
+        many went. ``keep_days`` becomes the retention from now on."""
+        checkpoint = self.audit_checkpoint()
+        keep = checkpoint.keep_days if keep_days is None else keep_days
+        cutoff = time.time_ns() - keep * 86_400 * 10**9
+        doomed: list[bytes] = []
+        seq, link = checkpoint.seq, checkpoint.link
+        with self.store.read() as txn:
+            for key, sealed in txn.items(AUDIT):
+                stored_seq = int.from_bytes(key, "big")
+                if self.audit.head_seq - stored_seq < MAX_ENTRIES:
+                    try:
+                        doc = self.audit.open_entry(stored_seq, sealed)
+                    except (DecryptionError, ValueError):
+                        break  # never prune past a broken link: verify names it
+                    if max((e["t"] for e in doc["events"]), default=0) >= cutoff:
+                        break
+                doomed.append(bytes(key))
+                seq, link = stored_seq, self.audit.link(stored_seq, sealed)
+        if not doomed and keep == checkpoint.keep_days:
+            return 0
+        new = Checkpoint(seq, link, checkpoint.pruned + len(doomed), keep)
+        sealed_checkpoint = self.sealer.seal(Kind.AUDIT, new.encode(), AUDIT_CHECKPOINT_KEY)
+
+        def txn_fn(txn) -> None:
+            for key in doomed:
+                txn.delete(key, db=AUDIT)
+            txn.put(AUDIT_CHECKPOINT_KEY, sealed_checkpoint, db=STATE)
+
+        self.write(txn_fn, bookkeeping=True, owes_compaction=bool(doomed))
+        if doomed:
+            self.housekeeper.compaction_owed()
+        return len(doomed)
 
     # -- compaction --------------------------------------------------------------------
 

@@ -154,6 +154,10 @@ def test_backup_while_mounted_is_consistent_signed_and_restores_as_a_deliberate_
         assert listed.returncode == 0, listed.stderr  # no --accept-rollback needed
         assert sorted(listed.stdout.decode().split()) == ["b.md", "notes/", "notes/a.md"]
         assert m.cli("get", "b.md").stdout == b"bravo kept too\n"
+        trail = [json.loads(line) for line in m.cli("audit", "--json").stdout.splitlines()]
+        assert [e["op"] for e in trail[-2:]] == ["accept-rollback", "restore"]
+        assert trail[-1]["detail"] == f"from {backup}" and trail[-1]["caller"]["name"] == "restore"
+        assert any(e["op"] == "backup" for e in trail), "the backup, in the trail it copied"
         assert m.unlock().returncode == 0, "the mount opens the restored vault too"
         assert (m.root / "notes" / "a.md").read_bytes() == b"alpha kept in the backup\n"
 

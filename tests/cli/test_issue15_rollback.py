@@ -82,6 +82,8 @@ def test_unlock_refuses_an_older_copy_and_accepts_it_on_purpose(tmp_path):
         accepted = m.unlock("--accept-rollback")
         assert accepted.returncode == 0, accepted.stderr
         assert sorted(p.name for p in m.root.iterdir()) == ["a.md"]
+        trail = m.cli("audit").stdout.decode()
+        assert "accept-rollback" in trail and "seen" in trail
         force_lock(m)
 
 
