@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import base64
 import contextvars
-import functools
 import hashlib
 import hmac
 import json
@@ -73,16 +72,23 @@ class Caller:
     exe: str = ""
     comm: str = ""
     name: str = ""  # the MCP server's --caller, or the CLI command
+    json: str = field(default="", init=False, compare=False, repr=False)
+    """Its encoding in an entry, made once: callers repeat, events are many."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "json", json.dumps(self.encode(), separators=(",", ":")))
 
     def key(self) -> tuple:
         return (self.kind, self.pid, self.uid, self.name)
 
     def encode(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if v != "" and v != -1}
+        fields = ("kind", "pid", "uid", "exe", "comm", "name")
+        return {k: v for k in fields if (v := getattr(self, k)) != "" and v != -1}
 
     @classmethod
     def decode(cls, doc: dict) -> Caller:
-        return cls(**{k: doc[k] for k in cls.__dataclass_fields__ if k in doc})
+        fields = ("kind", "pid", "uid", "exe", "comm", "name")
+        return cls(**{k: doc[k] for k in fields if k in doc})
 
     def describe(self) -> str:
         what = {"cli": "memvault CLI", "mcp": "MCP server", "memvault": "memvault"}.get(
@@ -158,7 +164,7 @@ def _exe(pid: str) -> str:
 # -- events and entries -------------------------------------------------------------
 
 
-@dataclass
+@dataclass(slots=True)
 class Event:
     """What happened, noted as it happens: a memory's paths are sealed under its
     key at once (a key wiped by a later shred is never used)."""
@@ -211,7 +217,7 @@ class Shown:
 def _encode(e: Event) -> str:
     """An event as JSON, built by hand: this runs with every write. Operations are
     fixed words and paths base64; the caller and any detail go through json."""
-    text = f'{{"t":{e.time_ns},"op":"{e.op}","c":{_caller_json(e.caller)}'
+    text = f'{{"t":{e.time_ns},"op":"{e.op}","c":{e.caller.json}'
     if e.record_id is not None:
         text += f',"r":"{e.record_id.hex()}","p":"{e.path}"'
         if e.old_path:
@@ -219,11 +225,6 @@ def _encode(e: Event) -> str:
     if e.detail:
         text += f',"d":{json.dumps(e.detail)}'
     return text + "}"
-
-
-@functools.lru_cache(maxsize=1024)
-def _caller_json(caller: Caller) -> str:
-    return json.dumps(caller.encode(), separators=(",", ":"))
 
 
 def seq_key(seq: int) -> bytes:
@@ -237,13 +238,13 @@ class AuditLog:
     def __init__(self, sealer: Sealer) -> None:
         self._sealer = sealer
         self._ad = sealer.ad
-        self._chain_key = sealer.derive(b"memvault.audit")
+        self._chain = hashlib.blake2b(key=sealer.derive(b"memvault.audit"), digest_size=LINK_SIZE)
         self.head_seq = 0
         self.head_link = NO_LINK
         self.enabled = os.environ.get(SWITCH) != "off"
         self.pending: list[Event] = []
         self._recent: dict[tuple, float] = {}
-        self._sealed_paths: dict[tuple[bytes, str], bytes] = {}
+        self._sealed_paths: dict[bytes, dict[str, str]] = {}  # by record id, then path
 
     def note(
         self,
@@ -265,8 +266,10 @@ class AuditLog:
             last = self._recent.get(key)
             if last is not None and now - last < WINDOW_S:
                 return
-            if len(self._recent) > 50_000:
+            if len(self._recent) > 50_000:  # rarely: then at most one repeat each
                 self._recent = {k: t for k, t in self._recent.items() if now - t < WINDOW_S}
+                if len(self._recent) > 25_000:
+                    self._recent.clear()
             self._recent[key] = now
         if record_id is not None:
             path = self._seal_path(record_id, data_key, path)
@@ -278,9 +281,11 @@ class AuditLog:
         del self.pending[count:]
 
     def link(self, seq: int, sealed: bytes | memoryview) -> bytes:
-        return hashlib.blake2b(
-            _SEQ.pack(seq) + bytes(sealed), key=bytes(self._chain_key), digest_size=LINK_SIZE
-        ).digest()
+        """The keyed hash of a stored entry that the next one (or the state) carries."""
+        h = self._chain.copy()  # keyed once
+        h.update(_SEQ.pack(seq))
+        h.update(sealed)
+        return h.digest()
 
     def next_entry(self) -> Pending | None:
         """The pending events sealed as the next entry (stored by the caller's
@@ -299,22 +304,23 @@ class AuditLog:
 
     def _seal_path(self, record_id: bytes, data_key: bytearray | None, path: str) -> str:
         """The path under the memory's own key, base64 (one seal per memory and path)."""
-        key = (record_id, path)
-        sealed = self._sealed_paths.get(key)
+        paths = self._sealed_paths.get(record_id)
+        sealed = None if paths is None else paths.get(path)
         if sealed is None:
             if data_key is None:
                 return ""
             raw = seal(data_key, path.encode(), self._ad(Kind.AUDIT_PATH, record_id))
             sealed = base64.b64encode(raw).decode()
-            if len(self._sealed_paths) > 100_000:
-                self._sealed_paths.clear()
-            self._sealed_paths[key] = sealed
+            if paths is None:
+                if len(self._sealed_paths) > 100_000:
+                    self._sealed_paths.clear()
+                paths = self._sealed_paths[record_id] = {}
+            paths[path] = sealed
         return sealed
 
     def forget(self, record_id: bytes) -> None:
         """A shredded memory: its sealed paths are not needed again."""
-        for key in [k for k in self._sealed_paths if k[0] == record_id]:
-            del self._sealed_paths[key]
+        self._sealed_paths.pop(record_id, None)
 
     # -- reading and checking -------------------------------------------------------
 
