@@ -66,7 +66,6 @@ from .loading import (
     read_info,
 )
 from .records import FILE, SYMLINK, Meta, RecordFormatError
-from .rollback import VaultRolledBack
 from .schema import (
     AUDIT,
     CHUNKS,
@@ -232,7 +231,8 @@ class Vault:
         spare it (`memvault check`).
 
         A vault older than the last one this machine saw (rollback.py) raises
-        VaultRolledBack unless ``accept_rollback``.
+        VaultRolledBack unless ``accept_rollback``, and so does another copy of it
+        at the generation it last saw (VaultForked).
         """
         path = Path(path).expanduser()
         if not path.exists():
@@ -303,22 +303,26 @@ class Vault:
             self._writer.pending_shreds = 1
 
     def _watch_rollback(self, *, accept: bool = False) -> None:
-        """Refuse a vault older than this machine last saw (unless ``accept``), then
-        record each generation made durable from now on (rollback.py)."""
+        """Refuse a vault older than this machine last saw, or another copy of it at
+        the same generation (unless ``accept``), then record each generation made
+        durable from now on (rollback.py)."""
         key = self._sealer.derive(rollback.KEY_INFO)
         vault_id, generation = self.header.vault_id, self._writer.generation
+        digest = self._writer.state_digest()
         seen = rollback.last_seen(vault_id, key)
         self.first_seen_here = seen is None
-        if seen is not None and generation < seen and not accept:
-            raise VaultRolledBack(self.path, generation, seen)
-        if seen is None or generation < seen:  # first seen here, or rolled back on purpose
-            rollback.remember(vault_id, key, generation)
-        if seen is not None and generation < seen:
-            self.note("accept-rollback", f"generation {generation}, this machine had seen {seen}")
-        if not self._store.readonly:
-            self._writer.on_flushed = lambda: rollback.remember(
-                vault_id, key, self._writer.generation
+        differs = rollback.differs(seen, generation, digest)
+        if differs and not accept:
+            raise rollback.refuse(self.path, seen, generation)
+        if seen is None or differs:  # first seen here, or rolled back on purpose
+            rollback.remember(vault_id, key, generation, digest)
+        if differs:
+            self.note(
+                "accept-rollback",
+                f"generation {generation}, this machine had seen {seen.generation}",
             )
+        if not self._store.readonly:
+            self._writer.on_flushed = lambda gen, dig: rollback.remember(vault_id, key, gen, dig)
 
     @property
     def generation(self) -> int:

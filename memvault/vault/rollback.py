@@ -20,12 +20,21 @@ import hmac
 import json
 import os
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import EXIT_DAMAGED, MemvaultError
 
 KEY_INFO = b"memvault.seen"
 """What the MAC key is derived from the master key with (Sealer.derive)."""
+
+
+class VaultForked(MemvaultError):
+    """The vault {0} is not the copy this machine last saw at its generation ({1}): \
+another copy of it was changed elsewhere, and what was done here is not in it. If that is \
+on purpose, open it with --accept-rollback."""
+
+    exit_code = EXIT_DAMAGED
 
 
 class VaultRolledBack(MemvaultError):
@@ -54,30 +63,53 @@ def known_here(vault_id: bytes) -> bool:
         return True
 
 
-def _mac(key: bytes | bytearray, vault_id: bytes, generation: int) -> str:
-    message = vault_id + struct.pack(">Q", generation)
+def _mac(key: bytes | bytearray, vault_id: bytes, generation: int, digest: bytes) -> str:
+    message = vault_id + struct.pack(">Q", generation) + digest
     return hashlib.blake2b(message, key=bytes(key), digest_size=32).hexdigest()
 
 
-def last_seen(vault_id: bytes, key: bytes | bytearray) -> int | None:
-    """The generation this machine last saw of the vault (None: no record, or one
-    that does not verify: it was not written with this vault's key)."""
+@dataclass(frozen=True)
+class Seen:
+    generation: int
+    digest: bytes  # b"" in a record written before digests were kept
+
+
+def last_seen(vault_id: bytes, key: bytes | bytearray) -> Seen | None:
+    """What this machine last saw of the vault (None: no record, or one that does
+    not verify: it was not written with this vault's key)."""
     try:
         doc = json.loads(_record_path(vault_id).read_text())
         generation = int(doc["generation"])
-        if hmac.compare_digest(str(doc["mac"]), _mac(key, vault_id, generation)):
-            return generation
+        digest = bytes.fromhex(doc.get("digest", ""))
+        if hmac.compare_digest(str(doc["mac"]), _mac(key, vault_id, generation, digest)):
+            return Seen(generation, digest)
     except (OSError, ValueError, KeyError, TypeError):
         pass
     return None
 
 
-def remember(vault_id: bytes, key: bytes | bytearray, generation: int) -> None:
-    """Record ``generation`` as the last one seen (atomically; best effort: a
-    read-only home only loses the check, never the vault)."""
+def differs(seen: Seen | None, generation: int, digest: bytes) -> bool:
+    """Whether the vault differs from what this machine saw: older (VaultRolledBack)
+    or another copy at the same generation (VaultForked). Raises nothing itself."""
+    if seen is None:
+        return False
+    if generation < seen.generation:
+        return True
+    return generation == seen.generation and bool(seen.digest) and seen.digest != digest
+
+
+def refuse(path, seen: Seen, generation: int) -> MemvaultError:
+    if generation < seen.generation:
+        return VaultRolledBack(path, generation, seen.generation)
+    return VaultForked(path, generation)
+
+
+def remember(vault_id: bytes, key: bytes | bytearray, generation: int, digest: bytes) -> None:
+    """Record ``generation`` and its state digest as the last seen (atomically; best
+    effort: a read-only home only loses the check, never the vault)."""
     path = _record_path(vault_id)
-    doc = {"vault_id": vault_id.hex(), "generation": generation}
-    doc["mac"] = _mac(key, vault_id, generation)
+    doc = {"vault_id": vault_id.hex(), "generation": generation, "digest": digest.hex()}
+    doc["mac"] = _mac(key, vault_id, generation, digest)
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")

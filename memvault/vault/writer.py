@@ -11,8 +11,10 @@ except for the background compaction (see compact()).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -101,7 +103,8 @@ class Writer:
         self.audit = AuditLog(sealer)
         self.journal_boot = NO_BOOT  # written into every state while a journal is on
         self.generation = 0  # of the state last written: one more with every write
-        self.on_flushed: Callable[[], None] = lambda: None  # the generation is durable now
+        self.on_flushed: Callable[[int, bytes], None] = lambda generation, digest: None
+        """Told a generation (and its state_digest) is durable now (rollback.py)."""
         self.snapshot_stored = False
         self.search_index_stored = False
         self.pending_shreds = 0
@@ -504,12 +507,23 @@ class Writer:
                 raise
 
     def _flush_soon(self) -> None:
-        """The housekeeping flush: directory times first, then the journal into LMDB."""
+        """The housekeeping flush: directory times first, then the journal into LMDB
+        (with at least the generation noted before it: never one ahead of the file)."""
         try:
             self.persist_times()
         finally:
+            with self.lock:
+                durable = (self.generation, self.state_digest())
             self.store.flush()
-        self.on_flushed()
+        self.on_flushed(*durable)
+
+    def state_digest(self) -> bytes:
+        """What the vault holds at this generation, in 16 bytes (rollback.py): the
+        integrity sum over every record, the generation and the audit trail's head.
+        Another copy changed elsewhere to the same generation differs here."""
+        value, count = self.acc.state()
+        head = struct.pack(">QQQ", count, self.generation, self.audit.head_seq)
+        return hashlib.blake2b(value + head + self.audit.head_link, digest_size=16).digest()
 
     def root_meta(self) -> Meta:
         """The root directory's attributes (it has no record; they are under ROOT_KEY)."""
@@ -695,7 +709,7 @@ class Writer:
             self.store.settle()
         self.store.sync()
         self.store.close_journal()  # the state in the file says no session is open
-        self.on_flushed()
+        self.on_flushed(self.generation, self.state_digest())
 
     def backup(self, dest: Path) -> None:
         """A compacted copy of the vault as committed now into ``dest`` (vault lock

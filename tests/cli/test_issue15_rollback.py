@@ -145,3 +145,22 @@ def test_journal_entries_cut_from_a_killed_daemons_journal_are_detected(tmp_path
         assert refused.returncode == 7 and not m.is_mounted()
         assert "seen at generation" in refused.stderr.decode().strip().splitlines()[-1]
         force_lock(m)
+
+
+def test_another_copy_changed_elsewhere_to_the_same_generation_is_refused(vault_path, tmp_path):
+    init(vault_path)
+    put(vault_path, "a.md", b"first\n")
+    travelling = tmp_path / "travelling.vault"
+    shutil.copy(vault_path, travelling)
+    put(vault_path, "b.md", b"written here\n")
+    elsewhere = {"XDG_STATE_HOME": str(tmp_path / "another-machine")}
+    done = run_cli("put", "c.md", vault=travelling, input=b"written elsewhere\n", env=elsewhere)
+    assert done.returncode == 0, done.stderr
+    shutil.copy(travelling, vault_path)  # the other copy comes back, as far along as this one
+
+    refused = run_cli("ls", vault=vault_path)
+    assert refused.returncode == 7
+    message = assert_one_line_error(refused)
+    assert "not the copy this machine last saw" in message and "--accept-rollback" in message
+    accepted = run_cli("ls", "--accept-rollback", vault=vault_path)
+    assert accepted.returncode == 0 and accepted.stdout == b"a.md\nc.md\n"
