@@ -395,14 +395,18 @@ class Vault:
                     self._writer.housekeeper.audit_noted()
 
     def audit_trail(self) -> list[Shown]:
-        """Every event the trail keeps, oldest first; a shredded memory's path is None.
-        Entries that fail authentication are left out (audit_problem names them)."""
+        """Every event the trail keeps, oldest first, those noted and not yet stored
+        too; a shredded memory's path is None. Entries that fail authentication are
+        left out (audit_problem names them)."""
 
         def data_key_of(record_id: bytes):
             entry = self._tree.by_id.get(record_id)
             return None if entry is None else entry.data_key
 
         shown: list[Shown] = []
+        with self._lock:
+            if self._writer.audit.pending and not self._store.readonly and not self._closed:
+                self._writer.persist_times()  # the reads noted a moment ago: stored now
         with self._lock, self._store.read() as txn:
             audit = self._writer.audit
             for key, sealed in txn.items(AUDIT):
