@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from .. import signing
-from ..errors import CheckFailed, DestinationExists, UsageError, VaultNotFound
+from ..errors import CheckFailed, DestinationExists, MemvaultError, UsageError, VaultNotFound
 from ..fs import control
 from ..fs.runtime import MountError
 from ..vault import Vault, read_info
@@ -141,7 +141,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
         raise MountError(f"The vault {target} is unlocked; lock it before restoring over it.")
     verified = _check_copy(backup, args.key)
     backup_id = read_info(backup).header.vault_id
-    if target.exists() and read_info(target).header.vault_id != backup_id:
+    if target.exists() and _vault_id_of(target) not in (None, backup_id):
         raise UsageError(
             f"{target} holds another vault than {backup}; move it away first "
             "or restore with --vault to a new path."
@@ -179,6 +179,15 @@ def cmd_restore(args: argparse.Namespace) -> int:
     if aside:
         output.note(f"The vault it replaced is kept as {aside}; delete it when you are sure.")
     return 0
+
+
+def _vault_id_of(path: Path) -> bytes | None:
+    """The vault id of the file a restore replaces; None if it is too damaged to say
+    (the backup then replaces it, and it is kept aside all the same)."""
+    try:
+        return read_info(path).header.vault_id
+    except MemvaultError:
+        return None
 
 
 def _copy_private(source: Path, dest: Path) -> None:

@@ -198,3 +198,12 @@ def test_backup_of_a_locked_vault_and_what_restore_refuses(vault_path, tmp_path)
     assert placed.returncode == 0, placed.stderr
     assert run_cli("get", "a.md", vault=fresh).stdout == b"first\n"
     assert os.stat(fresh).st_mode & 0o077 == 0
+
+    broken = tmp_path / "broken" / "memory.vault"  # a vault too damaged to name itself
+    broken.parent.mkdir()
+    broken.write_bytes(b"\0" * 8192)
+    mended = run_cli("restore", str(copy), vault=broken)
+    assert mended.returncode == 0, mended.stderr
+    assert run_cli("get", "a.md", vault=broken).stdout == b"first\n"
+    (kept,) = broken.parent.glob("memory.vault.before-restore-*")
+    assert kept.read_bytes() == b"\0" * 8192
