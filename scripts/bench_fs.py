@@ -186,6 +186,7 @@ def memvault_mount(work: Path, audit: bool = True) -> Iterator[Target]:
         MEMVAULT_VAULT=str(work / f"vault{kind}" / "memory.vault"),
         MEMVAULT_PASSPHRASE=PASSPHRASE,
         XDG_RUNTIME_DIR=str(work / f"run{kind}"),
+        XDG_STATE_HOME=str(work / "state"),  # what it saw of its vaults: not the user's
         **({} if audit else {"MEMVAULT_AUDIT": "off"}),
     )
     (work / f"run{kind}").mkdir(mode=0o700)

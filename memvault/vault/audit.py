@@ -48,7 +48,6 @@ MAX_ENTRIES = 250_000
 """Entries kept at most (about 50 MB of trail), whatever their age."""
 LINK_SIZE = 32
 NO_LINK = bytes(LINK_SIZE)
-SHREDDED = "a shredded memory"
 SWITCH = "MEMVAULT_AUDIT"
 """Set to "off" (in the daemon's environment) only to measure what the trail costs:
 scripts/bench fs mounts a second vault so. Nothing is recorded then."""
@@ -82,23 +81,14 @@ class Caller:
         return (self.kind, self.pid, self.uid, self.name)
 
     def encode(self) -> dict:
-        fields = ("kind", "pid", "uid", "exe", "comm", "name")
-        return {k: v for k in fields if (v := getattr(self, k)) != "" and v != -1}
+        return {k: v for k in _CALLER_FIELDS if (v := getattr(self, k)) != "" and v != -1}
 
     @classmethod
     def decode(cls, doc: dict) -> Caller:
-        fields = ("kind", "pid", "uid", "exe", "comm", "name")
-        return cls(**{k: doc[k] for k in fields if k in doc})
+        return cls(**{k: doc[k] for k in _CALLER_FIELDS if k in doc})
 
-    def describe(self) -> str:
-        what = {"cli": "memvault CLI", "mcp": "MCP server", "memvault": "memvault"}.get(
-            self.kind, self.comm or "a process"
-        )
-        named = f" {self.name}" if self.name else ""
-        where = f" pid {self.pid}" if self.pid else ""
-        uid = f" uid {self.uid}" if self.uid >= 0 else ""
-        exe = f" {self.exe}" if self.exe else ""
-        return f"{what}{named} ({where.strip()}{uid}{exe})".replace("( ", "(").replace(" )", ")")
+
+_CALLER_FIELDS = ("kind", "pid", "uid", "exe", "comm", "name")
 
 
 THE_VAULT = Caller("memvault")
