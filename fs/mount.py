@@ -240,15 +240,6 @@ class _Daemon:
     async def _backup(self, request: dict[str, Any]) -> dict[str, Any]:
         """A consistent copy of the vault as committed now (requests wait for it)."""
         dest = Path(str(request.get("dest")))
-        vault = self.vault
-
-        def backup() -> dict[str, Any]:
-            seed = vault.signing_seed(create=True) if request.get("sign") else None
-            vault.note("backup", f"to {dest}")
-            generation = vault.backup(dest)
-            result: dict[str, Any] = {"generation": generation}
-            if seed is not None:
-                result |= signing.sign_and_wipe(dest, seed, vault.header.vault_id, generation)
-            return result
-
-        return await trio.to_thread.run_sync(backup)
+        return await trio.to_thread.run_sync(
+            lambda: signing.backup(self.vault, dest, sign=bool(request.get("sign")))
+        )

@@ -123,6 +123,18 @@ def sign_and_wipe(path: Path, seed: bytearray, vault_id: bytes, generation: int)
     return {"signature": str(signature_path(path)), "fingerprint": found, "generation": generation}
 
 
+def backup(vault, dest: Path, *, sign: bool) -> dict:
+    """Vault.backup to ``dest`` (recorded in the audit trail), signed if asked;
+    what the CLI reports of it. The daemon and the CLI both back up through this."""
+    seed = vault.signing_seed(create=True) if sign else None
+    vault.note("backup", f"to {dest}")
+    generation = vault.backup(dest)
+    result: dict = {"generation": generation}
+    if seed is not None:
+        result |= sign_and_wipe(dest, seed, vault.header.vault_id, generation)
+    return result
+
+
 @dataclass(frozen=True)
 class Verified:
     statement: Statement

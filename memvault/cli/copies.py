@@ -44,7 +44,8 @@ def sign_locked(args: argparse.Namespace) -> dict:
 
 
 def backup_destination(dest: Path, vault: Path) -> Path:
-    """DEST itself, or a dated name inside it if it is a directory; never an existing file."""
+    """DEST itself, or a dated name inside it if it is a directory; never an existing
+    file (the vault itself included)."""
     dest = dest.expanduser().absolute()
     if dest.is_dir():
         stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
@@ -53,8 +54,6 @@ def backup_destination(dest: Path, vault: Path) -> Path:
         raise DestinationExists(dest)
     if not dest.parent.is_dir():
         raise UsageError(f"{dest.parent} is not a directory; create it first.")
-    if dest == vault.absolute():
-        raise UsageError("A backup cannot be written over the vault itself.")
     return dest
 
 
@@ -70,13 +69,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
         if not path.exists():
             raise VaultNotFound(path)
         with open_in_process(args) as vault:
-            seed = vault.signing_seed(create=True) if args.sign else None
-            vault.note("backup", f"to {dest}")
-            generation = vault.backup(dest)
-            vault_id = vault.header.vault_id
-        answer = {"generation": generation}
-        if seed is not None:
-            answer |= signing.sign_and_wipe(dest, seed, vault_id, generation)
+            answer = signing.backup(vault, dest, sign=args.sign)
     output.data(f"{dest}\n")
     output.note(
         f"Backed up {path} at generation {answer['generation']} to {dest} (mode 0600); "
