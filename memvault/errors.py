@@ -317,6 +317,13 @@ at most {1}); shorten it to its key words."""
     errno = _errno.ENAMETOOLONG
 
 
+class CopyNotFound(MemvaultError):
+    """No file at {0}: give the path of a vault file or a backup of one."""
+
+    exit_code = EXIT_NOT_FOUND
+    errno = _errno.ENOENT
+
+
 class SourceNotFound(MemvaultError):
     """Nothing to import at {0}: give an existing file or directory to --source."""
 

@@ -11,7 +11,14 @@ import time
 from pathlib import Path
 
 from .. import signing
-from ..errors import CheckFailed, DestinationExists, MemvaultError, UsageError, VaultNotFound
+from ..errors import (
+    CheckFailed,
+    CopyNotFound,
+    DestinationExists,
+    MemvaultError,
+    UsageError,
+    VaultNotFound,
+)
 from ..fs import control
 from ..fs.runtime import MountError
 from ..vault import Vault, read_info
@@ -86,7 +93,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     path = Path(args.file).expanduser()
     if not path.is_file():
-        raise VaultNotFound(path)
+        raise CopyNotFound(path)
     verified = _check_copy(path, args.key)
     if verified is None:
         output.note(
@@ -127,7 +134,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
     backup = Path(args.backup).expanduser().absolute()
     target = vault_path(args).expanduser().absolute()
     if not backup.is_file():
-        raise VaultNotFound(backup)
+        raise CopyNotFound(backup)
     if backup == target:
         raise UsageError("That backup is the vault itself; name the copy to restore.")
     if daemon_of(args) is not None:
