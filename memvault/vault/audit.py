@@ -367,6 +367,26 @@ class AuditLog:
         return ""
 
 
+def reanchor(log: AuditLog, entries: list[tuple[int, bytes]]) -> tuple[int, int, bytes]:
+    """Where a trail with a broken link starts again (`memvault repair`): walking back
+    from the head the sealed state names, the longest run of entries that
+    authenticate and chain to it. Returns how many of ``entries`` (oldest first)
+    come before that run, and the number and hash the run continues from: the
+    checkpoint that replaces them."""
+    seq, link = log.head_seq, log.head_link
+    kept = 0
+    for stored_seq, sealed in reversed(entries):
+        if stored_seq != seq or not hmac.compare_digest(log.link(stored_seq, sealed), link):
+            break
+        try:
+            doc = log.open_entry(stored_seq, sealed)
+            link = bytes.fromhex(doc["prev"])
+        except (DecryptionError, ValueError):
+            break
+        seq, kept = stored_seq - 1, kept + 1
+    return len(entries) - kept, seq, link
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     """Where the kept trail begins: the last pruned entry's number and hash."""

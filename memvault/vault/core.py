@@ -50,7 +50,7 @@ from ..errors import (
     VaultNotFound,
     VaultTampered,
 )
-from . import padding, rollback
+from . import audit, padding, rollback
 from .accumulator import Accumulator
 from .audit import Checkpoint, Shown, current_caller
 from .bodies import CHUNK_SIZE, Bodies, ChunkMissing
@@ -68,6 +68,7 @@ from .loading import (
 from .records import FILE, SYMLINK, Meta, RecordFormatError
 from .schema import (
     AUDIT,
+    AUDIT_CHECKPOINT_KEY,
     CHUNKS,
     DERIVED,
     HEADER_AUTH_KEY,
@@ -550,6 +551,7 @@ class Vault:
                 extra[(STATE, ROOT_KEY)] = sealer.seal(
                     Kind.META, self.root_meta().encode(), ROOT_ID, pad=True
                 )
+            trail_note = self._reanchor_audit(leave_out, extra)
             acc = Accumulator(self._state_key)
             for entry in [*self._tree.by_id.values(), *(e for _, e, _ in refiled)]:
                 acc.add(entry.record_id, entry.meta.gen)
@@ -569,9 +571,34 @@ class Vault:
                 done.append("reset the root directory's attributes")
             if damage.unexplained:
                 done.append("accepted the vault as it now reads (its integrity sum did not match)")
+            done += trail_note
             damage.clear()
             self._store.close_journal()  # a salvaged journal is in the rebuilt file now
             return done
+
+    def _reanchor_audit(self, leave_out: set, extra: dict) -> list[str]:
+        """(repair) A trail with a broken link: the entries up to it are left out
+        and a checkpoint lets the intact rest verify (audit.reanchor)."""
+        problem, _, _ = self.audit_problem()
+        if not problem:
+            return []
+        with self._store.read() as txn:
+            stored = [(bytes(k), bytes(v)) for k, v in txn.items(AUDIT)]
+        entries = [(int.from_bytes(k, "big"), v) for k, v in stored]
+        dropped, seq, link = audit.reanchor(self._writer.audit, entries)
+        try:
+            old = self._writer.audit_checkpoint()
+        except (DecryptionError, ValueError):
+            old = Checkpoint()
+        checkpoint = Checkpoint(seq, link, old.pruned + dropped, old.keep_days)
+        leave_out |= {(AUDIT, key) for key, _ in stored[:dropped]}
+        extra[(STATE, AUDIT_CHECKPOINT_KEY)] = self._sealer.seal(
+            Kind.AUDIT, checkpoint.encode(), AUDIT_CHECKPOINT_KEY
+        )
+        return [
+            f"dropped the audit trail's {dropped} oldest entries, up to its last broken link "
+            f"({problem}); it verifies from entry {seq + 1} on"
+        ]
 
     # -- change notifications (the search index keeps up through them) ----------
 

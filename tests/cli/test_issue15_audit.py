@@ -153,6 +153,15 @@ def test_verify_names_a_removed_reordered_altered_or_cut_entry(tmp_path):
     check = run_cli("check", vault=tmp_path / "altered" / "memory.vault")
     assert check.returncode == 7 and b"the audit trail: entry 4" in check.stdout
 
+    for case in ("altered", "removed", "cut"):  # repair starts the trail again after the break
+        path = tmp_path / case / "memory.vault"
+        repaired = run_cli("repair", vault=path)
+        assert repaired.returncode == 0, repaired.stderr
+        assert "up to its last broken link" in repaired.stderr.decode()
+        code, said = verify(path)
+        assert code == 0 and "older entries pruned" in said, said
+        assert run_cli("check", vault=path).returncode == 0
+
 
 def test_retention_prunes_old_entries_behind_a_checkpoint_verify_still_proves(
     vault_path, monkeypatch
