@@ -24,7 +24,7 @@ from ..fs.runtime import MountError
 from ..vault import Vault, read_info
 from ..vault.journal import journal_path
 from ..vault.lockfile import lock_path
-from ..vault.store import fsync_dir, reserve_path
+from ..vault.store import fsync_dir, fsync_file, reserve_path
 from ..vault.structure import check_structure
 from . import output
 from .common import daemon_of, open_in_process, open_options, secret, vault_path
@@ -198,11 +198,7 @@ def _copy_private(source: Path, dest: Path) -> None:
 def _install(staged: Path, target: Path) -> Path | None:
     """Put ``staged`` in place of ``target`` atomically (fsynced); the replaced file,
     and a journal left beside it, move aside. Returns where the old vault went."""
-    fd = os.open(staged, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_file(staged)
     aside = None
     if target.exists():
         stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())

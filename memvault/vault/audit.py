@@ -246,16 +246,17 @@ class AuditLog:
         *,
         old_path: str = "",
         detail: str = "",
-    ) -> None:
-        """Add an event to the next entry (repeats within the window are one)."""
+    ) -> bool:
+        """Add an event to the next entry; False for a repeat within the window (one
+        event stands for all) or with the trail off."""
         if not self.enabled:
-            return
+            return False
         if op in AGGREGATED:
             key = (op, record_id, caller.key())
             now = time.monotonic()
             last = self._recent.get(key)
             if last is not None and now - last < WINDOW_S:
-                return
+                return False
             if len(self._recent) > 50_000:  # rarely: then at most one repeat each
                 self._recent = {k: t for k, t in self._recent.items() if now - t < WINDOW_S}
                 if len(self._recent) > 25_000:
@@ -265,6 +266,7 @@ class AuditLog:
             path = self._seal_path(record_id, data_key, path)
             old_path = self._seal_path(record_id, data_key, old_path) if old_path else ""
         self.pending.append(Event(op, caller, record_id, path, old_path, detail))
+        return True
 
     def discard_since(self, count: int) -> None:
         """Forget the events noted after the first ``count`` (their commit failed)."""

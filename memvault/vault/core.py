@@ -379,8 +379,8 @@ class Vault:
         next journal flush or the lock. A read-only vault records nothing."""
         if not self._store.readonly and not self._closed:
             with self._lock:
-                self._writer.audit.note(op, current_caller.get(), detail=detail)
-                self._writer.housekeeper.audit_noted()
+                if self._writer.audit.note(op, current_caller.get(), detail=detail):
+                    self._writer.housekeeper.audit_noted()
 
     def note_read(self, record_id: bytes) -> None:
         """A memory was opened for reading (one event per caller, memory and minute)."""
@@ -388,12 +388,11 @@ class Vault:
             return
         with self._lock:
             entry = self._tree.by_id.get(record_id)
-            if entry is not None:
-                audit = self._writer.audit
-                pending = len(audit.pending)
-                audit.note("read", current_caller.get(), record_id, entry.meta.path, entry.data_key)
-                if len(audit.pending) > pending:
-                    self._writer.housekeeper.audit_noted()
+            caller = current_caller.get()
+            if entry is not None and self._writer.audit.note(
+                "read", caller, record_id, entry.meta.path, entry.data_key
+            ):
+                self._writer.housekeeper.audit_noted()
 
     def audit_trail(self) -> list[Shown]:
         """Every event the trail keeps, oldest first, those noted and not yet stored

@@ -689,7 +689,7 @@ class Store:
         while True:
             try:
                 self._copy_into(tmp, leave_out, extra)
-                _fsync_file(tmp)
+                fsync_file(tmp)
                 return
             except lmdb.MapFullError:
                 tmp.unlink(missing_ok=True)
@@ -806,7 +806,7 @@ def _nearly_full(directory: Path, margin: int = 1 << 20) -> bool:
     return disk.f_bavail * disk.f_frsize < margin
 
 
-def _fsync_file(path: Path) -> None:
+def fsync_file(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
