@@ -31,6 +31,7 @@ class Kind(enum.IntEnum):
     SIGNING = 13  # the vault's Ed25519 signing key (signed copies)
     AUDIT = 14  # an entry of the audit trail
     AUDIT_PATH = 15  # a memory's path in the audit trail, under the memory's data key
+    SYNC = 16  # a sync group's keys and this device's view of it (sync/)
 
 
 class Binding:

@@ -401,3 +401,40 @@ class IsASymlink(MemvaultError):
     """{0!r} is a symbolic link."""
 
     errno = _errno.ELOOP
+
+
+# -- sync (sync/) -----------------------------------------------------------------------
+
+
+class RemoteUnavailable(MemvaultError):
+    """The sync remote {0} could not be reached ({1}); nothing was lost: sync again later."""
+
+
+class RemoteTampered(MemvaultError):
+    """The sync remote {0} failed its check: {1}; nothing was applied."""
+
+    exit_code = EXIT_DAMAGED
+
+
+class NotSynced(MemvaultError):
+    """This vault is in no sync group: see `memvault sync init` and `memvault sync join`."""
+
+    exit_code = EXIT_NOT_FOUND
+
+
+class AlreadySynced(MemvaultError):
+    """This vault already syncs with {0}."""
+
+    exit_code = EXIT_USAGE
+
+
+class NoSyncGroup(MemvaultError):
+    """No sync group at {0}: start one there with `memvault sync init {0}`."""
+
+    exit_code = EXIT_NOT_FOUND
+
+
+class SyncGroupExists(MemvaultError):
+    """{0} already holds a sync group: join it with `memvault sync join {0}`."""
+
+    exit_code = EXIT_USAGE

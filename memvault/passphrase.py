@@ -24,6 +24,7 @@ from .errors import PassphraseError, RecoveryKeyTypo
 ENV_VAR = "MEMVAULT_PASSPHRASE"
 NEW_ENV_VAR = "MEMVAULT_NEW_PASSPHRASE"
 RECOVERY_ENV_VAR = "MEMVAULT_RECOVERY_KEY"
+SYNC_ENV_VAR = "MEMVAULT_SYNC_PASSPHRASE"
 
 
 def read_passphrase(*, from_stdin: bool, confirm: bool = False) -> bytearray:
@@ -34,6 +35,12 @@ def read_passphrase(*, from_stdin: bool, confirm: bool = False) -> bytearray:
 def read_new_passphrase(*, from_stdin: bool) -> bytearray:
     """A new passphrase: the next line of stdin, $MEMVAULT_NEW_PASSPHRASE, or asked twice."""
     return _read(from_stdin, NEW_ENV_VAR, "New passphrase", True, "new passphrase")
+
+
+def read_sync_passphrase(*, from_stdin: bool, confirm: bool = False) -> bytearray:
+    """A sync group's passphrase: the next line of stdin, $MEMVAULT_SYNC_PASSPHRASE,
+    or asked (twice for a new group)."""
+    return _read(from_stdin, SYNC_ENV_VAR, "Sync group passphrase", confirm, "sync passphrase")
 
 
 def read_recovery_key(*, from_stdin: bool) -> bytearray:

@@ -2,7 +2,7 @@
 vault itself), keys.py (passphrases, keyslots, 2FA, recovery), mount.py
 (unlock, lock), search.py, ingest.py, transfer.py (export, import),
 integrity.py (check, salvage), audit.py, copies.py (backup, restore, verify),
-agents.py (serve); common.py and output.py are what they share.
+agents.py (serve), sync.py (sync); common.py and output.py are what they share.
 
 Every failure a user can cause or meet is one sentence on stderr and the
 exit status of its kind (errors.py; `memvault --help` lists them);
@@ -19,10 +19,23 @@ from collections.abc import Callable, Sequence
 from .. import __version__
 from ..errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_STATUSES, MemvaultError, UsageError
 from ..vault.audit import current_caller, this_process
-from . import agents, audit, copies, ingest, integrity, keys, mount, output, search, transfer, vault
+from . import (
+    agents,
+    audit,
+    copies,
+    ingest,
+    integrity,
+    keys,
+    mount,
+    output,
+    search,
+    sync,
+    transfer,
+    vault,
+)
 from .common import common_options
 
-GROUPS = (vault, integrity, audit, copies, keys, mount, search, ingest, transfer, agents)
+GROUPS = (vault, integrity, audit, copies, keys, mount, search, ingest, transfer, agents, sync)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -336,20 +336,30 @@ class Vault:
         """The vault's Ed25519 signing key (its seed), sealed in the vault; made and
         stored on first use if ``create``, else None until then."""
         with self._lock:
-            with self._store.read() as txn:
-                sealed = txn.get(SIGNING_KEY, db=STATE)
-            if sealed is not None:
-                try:
-                    return self._sealer.open(Kind.SIGNING, bytes(sealed), SIGNING_KEY)
-                except DecryptionError:
-                    raise VaultTampered(self.path, "its signing key was altered") from None
-            if not create:
-                return None
-            self._check_writable()
-            seed = new_key()
-            sealed = self._sealer.seal(Kind.SIGNING, seed, SIGNING_KEY)
-            self._writer.write(lambda txn: txn.put(SIGNING_KEY, sealed, db=STATE), bookkeeping=True)
+            seed = self.sealed_setting(SIGNING_KEY, Kind.SIGNING, "its signing key")
+            if seed is None and create:
+                seed = new_key()
+                self.put_sealed_setting(SIGNING_KEY, Kind.SIGNING, seed)
             return seed
+
+    def sealed_setting(self, name: bytes, kind: Kind, what: str) -> bytearray | None:
+        """A value sealed under the master key in the vault's state (None if unset);
+        VaultTampered, naming ``what``, if it fails authentication."""
+        with self._lock, self._store.read() as txn:
+            sealed = txn.get(name, db=STATE)
+            if sealed is None:
+                return None
+            try:
+                return self._sealer.open(kind, bytes(sealed), name)
+            except DecryptionError:
+                raise VaultTampered(self.path, f"{what} was altered") from None
+
+    def put_sealed_setting(self, name: bytes, kind: Kind, value: bytes | bytearray) -> None:
+        """Seal and store a state value (one commit; journaled on a mount)."""
+        with self._lock:
+            self._check_writable()
+            sealed = self._sealer.seal(kind, value, name)
+            self._writer.write(lambda txn: txn.put(name, sealed, db=STATE), bookkeeping=True)
 
     def backup(self, dest: Path | str) -> int:
         """Write a consistent, compacted copy of the vault as it is now to ``dest``
@@ -735,6 +745,12 @@ class Vault:
             norm = paths.normalize(directory, allow_root=True)
             self._tree.require_dir(norm)
             return sorted((name, e.meta) for name, e in self._tree.children(norm).items())
+
+    def walk_records(self) -> list[tuple[bytes, Meta]]:
+        """Every named record, with its id, sorted by path."""
+        with self._lock:
+            entries = sorted(self._tree.named(), key=lambda e: e.meta.path)
+            return [(e.record_id, e.meta) for e in entries]
 
     def walk(self) -> list[Meta]:
         """Every record's metadata, sorted by path."""

@@ -48,6 +48,8 @@ SIGNING_KEY = b"signing-key"
 """The vault's Ed25519 signing key, sealed (signing.py): made by the first signed copy."""
 AUDIT_CHECKPOINT_KEY = b"audit-checkpoint"
 """Where the kept audit trail begins, and its retention (audit.Checkpoint), sealed."""
+SYNC_KEY = b"sync"
+"""This device's sync state (sync/state.py), sealed: group key, device key, what it has seen."""
 SETTLED_KEY = b"settled"
 """A no-op value the store rewrites so both LMDB meta pages describe the same data."""
 

@@ -1,0 +1,161 @@
+"""`memvault sync`: one memory on several devices, through an rclone remote that
+only ever holds ciphertext (sync/)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from ..crypto.kdf import DEFAULT_KDF
+from ..errors import NotSynced, UsageError, VaultNotFound
+from ..fs.runtime import MountError
+from ..locations import runtime_dir
+from ..passphrase import read_sync_passphrase
+from ..sync import group
+from ..sync.engine import Sync
+from ..sync.remote import RcloneRemote, scratch_dir
+from ..sync.state import load
+from ..vault import Vault
+from . import output
+from .common import (
+    add_kdf_options,
+    daemon_of,
+    kdf_from,
+    open_in_process,
+    passphrase,
+    vault_path,
+)
+
+SYNC_HELP = """\
+Keep this vault in step with other devices (and nothing else) through any
+rclone remote (S3, SFTP, WebDAV, ...): `sync init REMOTE:PATH` starts a group
+with this vault as its first device, `sync join REMOTE:PATH` on another
+machine adds that one, `sync` sends and receives once, `sync status` shows
+the devices. Everything on the remote is sealed and signed on the device;
+the group's passphrase ($MEMVAULT_SYNC_PASSPHRASE, or asked) opens its key.
+Changes made on two devices without seeing each other both survive: the
+later keeps the name, the other becomes `name (conflict from DEVICE DATE).md`.
+"""
+
+
+def _remote(spec: str, config: str | None) -> RcloneRemote:
+    return RcloneRemote(spec, config=config, scratch=scratch_dir(runtime_dir()))
+
+
+def _config(args: argparse.Namespace) -> str | None:
+    given = getattr(args, "rclone_config", None)
+    return str(Path(given).expanduser().absolute()) if given else None
+
+
+def _locked(args: argparse.Namespace) -> None:
+    if daemon_of(args) is not None:
+        raise MountError(
+            f"The vault {vault_path(args)} is unlocked; sync works on a locked vault for now: "
+            "lock it, sync, and unlock it again."
+        )
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    action = args.sync_action
+    if action in ("init", "join") and not args.remote:
+        raise UsageError(f"`memvault sync {action}` needs REMOTE:PATH (an rclone remote).")
+    if action not in ("init", "join") and args.remote:
+        raise UsageError(f"Unknown sync action {action!r}; see `memvault sync --help`.")
+    _locked(args)
+    if action == "join" and not vault_path(args).exists():
+        _create_for_join(args)
+    with open_in_process(args) as vault:
+        if action == "init":
+            return _init(args, vault)
+        if action == "join":
+            return _join(args, vault)
+        state = load(vault)
+        if state is None:
+            raise NotSynced()
+        if action == "status":
+            return _status(args, vault, state)
+        return _once(args, vault, state)
+
+
+def _create_for_join(args: argparse.Namespace) -> None:
+    path = vault_path(args)
+    if not path.parent.exists():
+        raise VaultNotFound(path)
+    secret = passphrase(args, confirm=True)
+    Vault.create(path, secret, kdf=kdf_from(args) or DEFAULT_KDF, compact_delay=None).close()
+    output.note(f"Created the vault {path} for this device.")
+
+
+def _init(args: argparse.Namespace, vault) -> int:
+    remote = _remote(args.remote, _config(args))
+    secret = read_sync_passphrase(from_stdin=False, confirm=True)
+    kdf = kdf_from(args) or DEFAULT_KDF
+    state = group.start(vault, remote, secret, name=args.name, config=_config(args), kdf=kdf)
+    output.note(f"Started a sync group at {remote.spec}; this vault is its device {state.name!r}.")
+    report = Sync(vault, state, remote).run()
+    output.note(report.sentence())
+    output.note(f"On another machine: `memvault sync join {remote.spec}` with the same passphrase.")
+    return 0
+
+
+def _join(args: argparse.Namespace, vault) -> int:
+    remote = _remote(args.remote, _config(args))
+    secret = read_sync_passphrase(from_stdin=False)
+    state = group.join(vault, remote, secret, name=args.name, config=_config(args))
+    output.note(f"Joined the sync group at {remote.spec} as device {state.name!r}.")
+    report = Sync(vault, state, remote).run()
+    output.note(report.sentence())
+    return 0
+
+
+def _once(args: argparse.Namespace, vault, state) -> int:
+    remote = _remote(state.remote, state.rclone_config)
+    report = Sync(vault, state, remote).run()
+    output.note(report.sentence())
+    return 0
+
+
+def _status(args: argparse.Namespace, vault, state) -> int:
+    report = group.status(vault, state)
+    if args.json:
+        output.data_json(report)
+        return 0
+    lines = [f"remote:    {report['remote']}", f"device:    {report['device']}", "devices:"]
+    for d in report["devices"]:
+        when = (
+            time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(d["last_change_ms"] / 1000))
+            if d.get("last_change_ms")
+            else "no change yet"
+        )
+        mark = " (this one)" if d["this"] else ""
+        lines.append(f"  {d['name']}{mark}: {d['changes']} change(s), last {when}")
+    lines.append(f"pending:   {report['pending']} change(s) to send")
+    lines.append(f"conflicts: {len(report['conflicts'])}")
+    lines += [f"  {path}" for path in report["conflicts"]]
+    output.data("\n".join(lines) + "\n")
+    return 0
+
+
+def register(add) -> None:
+    p = add("sync", cmd_sync, "sync this vault with other devices through an rclone remote")
+    p.description = SYNC_HELP
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.add_argument(
+        "sync_action",
+        nargs="?",
+        choices=("now", "init", "join", "status"),
+        default="now",
+        metavar="ACTION",
+        help="now (the default: send and receive once), init REMOTE:PATH, join REMOTE:PATH, "
+        "or status",
+    )
+    p.add_argument("remote", nargs="?", metavar="REMOTE:PATH", help="with init and join")
+    p.add_argument("--name", help="this device's name in the group (default: the host name)")
+    p.add_argument(
+        "--rclone-config",
+        metavar="FILE",
+        help="the rclone configuration that defines REMOTE (default: rclone's own)",
+    )
+    p.add_argument("--json", action="store_true", help="with status: a JSON object")
+    add_kdf_options(p)

@@ -1,0 +1,483 @@
+"""One sync: check what the remote holds, push this device's changes, merge, apply.
+
+The order is what keeps every write: (1) the vault is compared with what
+the last sync left in it; each difference becomes a change, made on the
+version this device had (its base), uploaded with the keys of its versions
+and recorded in the vault at once (it is never sent twice). (2) Everything
+new on the remote is downloaded and checked (enrolments, each device's log
+in sequence, the key objects); any failure stops the sync before anything
+is applied, and the next sync downloads it again. (3) All changes seen
+merge into one tree (merge.py) that (4) is written into the vault. (5)
+Versions that a deletion removed lose their keys on the remote: the key
+objects holding them are rewritten without them and deleted.
+
+Only memories (files) and directories sync; symbolic links stay local.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import secrets
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from nacl.signing import SigningKey
+
+from .. import paths
+from ..errors import MemoryNotFound, RemoteTampered
+from ..vault.records import DIRECTORY as VAULT_DIR
+from ..vault.records import FILE as VAULT_FILE
+from . import objects
+from .merge import DIRECTORY, FILE, Op, Placed, Version, heads, merge
+from .objects import LogEntry, ObjectError
+from .remote import Remote
+from .state import Local, SyncState, save
+
+LOG_BATCH_BYTES = 4 << 20
+"""A push larger than this is split into several log entries."""
+TEMP_PREFIX = ".memvault-sync-"
+CONFLICT_MARK = " (conflict from "
+
+
+@dataclass
+class Report:
+    pushed: int = 0
+    pulled: int = 0
+    written: int = 0
+    removed: int = 0
+    conflicts: list[str] = field(default_factory=list)
+    keys_deleted: int = 0
+
+    def sentence(self) -> str:
+        parts = [f"sent {self.pushed} change(s)", f"received {self.pulled}"]
+        if self.written or self.removed:
+            parts.append(f"wrote {self.written} and removed {self.removed} here")
+        if self.conflicts:
+            parts.append(f"{len(self.conflicts)} conflict copy(ies): {', '.join(self.conflicts)}")
+        return "Synced: " + ", ".join(parts) + "."
+
+
+def dir_memory(state: SyncState, path: str) -> str:
+    """A directory's memory id: the same on every device for one path (keyed, so
+    it says nothing of the path)."""
+    mac = hashlib.blake2b(
+        path.encode(), key=bytes(state.group_key[:32]), digest_size=16, person=b"mv.sync.dir"
+    )
+    return mac.hexdigest()
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Sync:
+    """One sync of ``vault`` (opened by this process, the only writer) through ``remote``."""
+
+    def __init__(self, vault, state: SyncState, remote: Remote) -> None:
+        self.vault = vault
+        self.state = state
+        self.remote = remote
+        self.report = Report()
+        self.bodies: dict[str, tuple[dict, bytes]] = {}  # version -> (header, content)
+        self._signer = SigningKey(state.seed)
+
+    # -- (2) what the remote holds ---------------------------------------------------
+
+    def _tampered(self, what: str) -> RemoteTampered:
+        return RemoteTampered(self.remote.spec, what)
+
+    def pull(self) -> None:
+        """Download and check everything new; raise RemoteTampered before changing anything."""
+        st = self.state
+        listing = self.remote.list()
+        logs: dict[str, list[int]] = defaultdict(list)
+        new_devices, key_names = [], []
+        for name in listing:
+            parts = name.split("/")
+            if parts[0] == "log" and len(parts) == 3 and parts[2].isdigit():
+                logs[parts[1]].append(int(parts[2]))
+            elif parts[0] == "devices" and len(parts) == 2 and parts[1] not in st.devices:
+                new_devices.append(parts[1])
+            elif parts[0] == "keys" and len(parts) == 2:
+                key_names.append(name)
+        wanted: dict[str, list[int]] = {}
+        for device, (seen_seq, *_) in st.seen.items():
+            if seen_seq and device not in logs:
+                raise self._tampered(
+                    f"the log of device {self._who(device)} is gone "
+                    f"(this device had seen {seen_seq} change(s))"
+                )
+        for device, seqs in logs.items():
+            seqs.sort()
+            seen_seq = st.seen.get(device, [0, ""])[0]
+            if seqs[-1] < seen_seq:
+                raise self._tampered(
+                    f"the log of device {self._who(device)} was rolled back: it ends at "
+                    f"change {seqs[-1]}, this device had seen change {seen_seq}"
+                )
+            expected = seen_seq + 1
+            for seq in (s for s in seqs if s > seen_seq):
+                if seq != expected:
+                    raise self._tampered(
+                        f"change {expected} of device {self._who(device)} is missing"
+                    )
+                expected += 1
+            new = [s for s in seqs if s > seen_seq]
+            if new:
+                wanted[device] = new
+        fresh_keys = [n for n in key_names if n not in st.key_objects]
+        names = [objects.device_name(d) for d in new_devices] + fresh_keys
+        names += [objects.log_name(d, s) for d, seqs in wanted.items() for s in seqs]
+        got = self.remote.get_many(names)
+        for device in new_devices:
+            raw = self._need(got, objects.device_name(device))
+            try:
+                st.devices[device] = objects.open_device(st.group, st.group_key, device, raw)
+            except ObjectError as exc:
+                raise self._tampered(str(exc)) from None
+        for name in fresh_keys:
+            raw = got.get(name)
+            if raw is None:
+                continue  # deleted since the listing (a shred): its keys are gone
+            try:
+                keys = objects.open_keys(st.group, st.group_key, name, raw)
+            except ObjectError as exc:
+                raise self._tampered(str(exc)) from None
+            st.key_objects[name] = sorted(keys)
+            st.keys.update({v: k.hex() for v, k in keys.items()})
+        for name in [n for n in st.key_objects if n not in listing]:
+            del st.key_objects[name]  # rewritten or deleted by a shred
+        for device, seqs in wanted.items():
+            self._take_log(device, seqs, got)
+
+    def _who(self, device: str) -> str:
+        known = self.state.devices.get(device)
+        return f"{known.name} ({device[:8]})" if known else device[:8]
+
+    def _need(self, got: dict[str, bytes], name: str) -> bytes:
+        raw = got.get(name)
+        if raw is None:
+            raise self._tampered(f"{name} vanished while it was being read")
+        return raw
+
+    def _take_log(self, device: str, seqs: list[int], got: dict[str, bytes]) -> None:
+        st = self.state
+        enrolled = st.devices.get(device)
+        if enrolled is None:
+            raise self._tampered(f"changes come from device {device[:8]}, which is not enrolled")
+        prev = st.seen.get(device, [0, ""])[1]
+        for seq in seqs:
+            raw = self._need(got, objects.log_name(device, seq))
+            try:
+                entry, digest = objects.open_log(
+                    st.group, st.group_key, device, seq, enrolled.public_key, raw
+                )
+            except ObjectError as exc:
+                raise self._tampered(f"{exc} (device {self._who(device)})") from None
+            if entry.prev != prev:
+                raise self._tampered(
+                    f"change {seq} of device {self._who(device)} does not follow change "
+                    f"{seq - 1} (replayed or reordered)"
+                )
+            for wire in entry.ops:
+                self._take_op(device, seq, wire)
+            st.observe(entry.hlc)
+            prev = digest
+            st.seen[device] = [seq, digest, entry.hlc]
+            self.report.pulled += len(entry.ops)
+
+    def _take_op(self, device: str, seq: int, wire: dict) -> None:
+        st = self.state
+        try:
+            version = Version.parse(wire["v"])
+            memory = wire["m"]
+            if version.device != device:
+                raise ValueError
+        except (KeyError, ValueError, TypeError):
+            what = f"change {seq} of device {self._who(device)} is malformed"
+            raise self._tampered(what) from None
+        raw = {"m": memory, "b": wire.get("b"), "d": 1 if wire.get("d") else 0}
+        if not raw["d"]:
+            key = st.keys.get(str(version))
+            if key is not None:
+                try:
+                    sealed = base64.b64decode(wire["s"])
+                    header, content = objects.open_body(
+                        st.group, bytes.fromhex(key), memory, version, sealed
+                    )
+                    raw.update(p=paths.normalize(header["p"]), k=header["k"])
+                except (ObjectError, KeyError, ValueError, TypeError) as exc:
+                    what = f"{exc} (change {seq} of device {self._who(device)})"
+                    raise self._tampered(what) from None
+                self.bodies[str(version)] = (header, content)
+        st.ops.setdefault(str(version), raw)
+
+    # -- (1) this device's changes ---------------------------------------------------
+
+    def push(self, *, upload: bool = True) -> None:
+        """Turn what changed in the vault since the last sync into changes, and upload
+        them (``upload`` False: only count them)."""
+        st = self.state
+        wire_ops: list[dict] = []
+        new_keys: dict[str, bytes] = {}
+        by_record = {f.record: m for m, f in st.files.items()}
+        present: set[str] = set()
+        local_dirs: set[str] = set()
+        for record_id, meta in self.vault.walk_records():
+            if meta.type == VAULT_DIR:
+                local_dirs.add(meta.path)
+                continue
+            if meta.type != VAULT_FILE:
+                continue  # symbolic links stay on this device
+            memory = by_record.get(record_id.hex())
+            known = st.files.get(memory) if memory is not None else None
+            if known is None:
+                memory = secrets.token_hex(16)
+            present.add(memory)
+            if known is not None and known.path == meta.path and known.body_gen == meta.body_gen:
+                continue
+            content = self.vault.get_record(record_id)
+            header = {"p": meta.path, "k": FILE, "mode": meta.mode, "mtime": meta.mtime_ns}
+            base = known.version if known is not None else None
+            version = self._new_op(wire_ops, new_keys, memory, base, header, content)
+            st.files[memory] = Local(record_id.hex(), version, meta.path, meta.body_gen)
+        for memory in [m for m in st.files if m not in present]:
+            known = st.files.pop(memory)
+            self._new_op(wire_ops, new_keys, memory, known.version, None, b"")
+        current = self._current_versions()
+        for path in sorted(local_dirs - st.dirs.keys()):
+            memory = dir_memory(st, path)
+            header = {"p": path, "k": DIRECTORY, "mode": 0o755, "mtime": 0}
+            version = self._new_op(wire_ops, new_keys, memory, current.get(memory), header, b"")
+            st.dirs[path] = memory
+            current[memory] = version
+        for path in sorted(st.dirs.keys() - local_dirs):
+            memory = st.dirs.pop(path)
+            self._new_op(wire_ops, new_keys, memory, current.get(memory), None, b"")
+        if wire_ops and upload:
+            self._upload(wire_ops, new_keys)
+        elif wire_ops:
+            self.report.pushed = len(wire_ops)
+
+    def _current_versions(self) -> dict[str, str]:
+        """Each memory's latest head, as this device knows it."""
+        by_memory: dict[str, list[Op]] = defaultdict(list)
+        for version in self.state.ops:
+            op = self.state.op_of(version)
+            by_memory[op.memory].append(op)
+        return {m: str(heads(ops)[0].version) for m, ops in by_memory.items()}
+
+    def _new_op(self, wire_ops, new_keys, memory, base, header, content) -> str:
+        """A change made here: sealed under a fresh key, recorded, queued for upload."""
+        st = self.state
+        version = Version(st.tick(_now_ms()), st.device)
+        wire = {"m": memory, "v": str(version), "b": base}
+        raw = {"m": memory, "b": base, "d": 0}
+        if header is None:
+            wire["d"] = raw["d"] = 1
+        else:
+            key = os.urandom(32)
+            sealed = objects.seal_body(st.group, key, memory, version, header, content)
+            wire["s"] = base64.b64encode(sealed).decode()
+            new_keys[str(version)] = key
+            raw.update(p=header["p"], k=header["k"])
+            self.bodies[str(version)] = (header, content)
+        wire_ops.append(wire)
+        st.ops[str(version)] = raw
+        return str(version)
+
+    def _upload(self, wire_ops: list[dict], new_keys: dict[str, bytes]) -> None:
+        """The versions' keys first, then the log entries that use them (so a reader
+        never meets a change whose key is not there yet)."""
+        st = self.state
+        uploads: dict[str, bytes] = {}
+        if new_keys:
+            name = f"keys/{secrets.token_hex(16)}"
+            uploads[name] = objects.seal_keys(st.group, st.group_key, name, new_keys)
+            st.key_objects[name] = sorted(new_keys)
+            st.keys.update({v: k.hex() for v, k in new_keys.items()})
+        seq, prev = st.seen.get(st.device, [0, ""])[:2]
+        for batch in _batches(wire_ops, LOG_BATCH_BYTES):
+            seq += 1
+            entry = LogEntry(st.device, seq, prev, st.hlc, batch)
+            uploads[objects.log_name(st.device, seq)] = objects.seal_log(
+                st.group, st.group_key, self._signer, entry
+            )
+            prev = objects.digest(entry.payload())
+        self.remote.put_many(uploads)
+        st.seen[st.device] = [seq, prev, st.hlc]
+        self.report.pushed += len(wire_ops)
+        save(self.vault, st)  # what was sent is recorded before anything else happens
+
+    # -- (3, 4) merge and apply ------------------------------------------------------
+
+    def apply(self) -> dict[str, Placed]:
+        st = self.state
+        ops = [st.op_of(v) for v in st.ops]
+        placed = merge(ops, st.device_names())
+        for item in placed.values():
+            if item.op.path is None:
+                raise self._tampered(
+                    f"the key of memory {item.memory[:8]} (version {item.version}) is missing"
+                )
+        files = {m: p for m, p in placed.items() if p.kind == FILE}
+        contents = self._contents(files)
+        # removed: memories this device has that the merged tree has not
+        for memory in [m for m in st.files if m not in files]:
+            self._remove_file(st.files.pop(memory))
+        # moved: out of the way first (a swap, a name freed by another move)
+        moving = [m for m in files if m in st.files and st.files[m].path != files[m].path]
+        for memory in moving:
+            local = st.files[memory]
+            temp = f"{TEMP_PREFIX}{memory}"
+            self.vault.rename(local.path, temp)
+            local.path = temp
+        for memory, item in sorted(files.items(), key=lambda kv: kv[1].path):
+            local = st.files.get(memory)
+            if local is not None and local.path != item.path:
+                self._make_parents(item.path)
+                self.vault.rename(local.path, item.path)
+                local.path = item.path
+            if local is None or local.version != str(item.version):
+                self._write(memory, item, contents[str(item.version)])
+        self._settle_dirs(placed)
+        return placed
+
+    def _contents(self, files: dict[str, Placed]) -> dict[str, tuple[dict, bytes]]:
+        """What every memory to write will hold, read before anything changes (a
+        conflict copy may come from a version only this vault still has)."""
+        st = self.state
+        here = {f.version: f for f in st.files.values()}
+        out = {}
+        for memory, item in files.items():
+            local = st.files.get(memory)
+            version = str(item.version)
+            if local is not None and local.version == version:
+                continue
+            if version in self.bodies:
+                out[version] = self.bodies[version]
+            elif version in here:
+                header = {"mode": 0o644, "mtime": None}
+                out[version] = (header, self.vault.get_record(bytes.fromhex(here[version].record)))
+            else:
+                raise self._tampered(f"version {version} of memory {memory[:8]} cannot be read")
+        return out
+
+    def _write(self, memory: str, item: Placed, body: tuple[dict, bytes]) -> None:
+        header, content = body
+        st = self.state
+        local = st.files.get(memory)
+        if local is None:
+            if CONFLICT_MARK in item.path:
+                self.report.conflicts.append(item.path)
+            self._make_parents(item.path)
+            meta = self.vault.put(
+                item.path, content, mode=header.get("mode"), mtime_ns=header.get("mtime")
+            )
+            record = self.vault.record_id(item.path)
+            st.files[memory] = Local(record.hex(), str(item.version), item.path, meta.body_gen)
+        else:
+            meta = self.vault.put_record(bytes.fromhex(local.record), content)
+            local.version, local.body_gen = str(item.version), meta.body_gen
+        self.report.written += 1
+
+    def _remove_file(self, local: Local) -> None:
+        try:
+            meta = self.vault.by_record_id(bytes.fromhex(local.record))
+        except MemoryNotFound:
+            meta = None
+        if meta is not None and not meta.orphan:
+            self.vault.delete(meta.path)
+            self.report.removed += 1
+
+    def _make_parents(self, path: str) -> None:
+        parent = paths.parent(path)
+        if parent != paths.ROOT and not self.vault.exists(parent):
+            self.vault.mkdir(parent, parents=True)
+
+    def _settle_dirs(self, placed: dict[str, Placed]) -> None:
+        """Directories: those the merged tree names or needs exist, the others go
+        (deepest first, and only when empty: an unsynced symlink keeps its own)."""
+        st = self.state
+        wanted: set[str] = set()
+        for item in placed.values():
+            if item.kind == DIRECTORY:
+                wanted.add(item.path)
+            wanted.update(paths.ancestors(item.path))
+        for path in sorted(wanted):
+            if not self.vault.exists(path):
+                self.vault.mkdir(path, parents=True)
+        local = {m.path for _, m in self.vault.walk_records() if m.type == VAULT_DIR}
+        for path in sorted(local - wanted, key=lambda p: p.count("/"), reverse=True):
+            if not self.vault.list(path):
+                self.vault.delete(path)
+                self.report.removed += 1
+        st.dirs = {path: dir_memory(st, path) for path in wanted}
+
+    # -- (5) shreds reach the remote -------------------------------------------------
+
+    def drop_removed_keys(self, placed: dict[str, Placed]) -> None:
+        """Versions of memories the merged tree no longer has (shredded here or
+        elsewhere) need no key: the key objects holding them are rewritten
+        without them, then deleted. (Versions a later one replaced keep theirs
+        until log compaction.)"""
+        st = self.state
+        placed_versions = {str(p.version) for p in placed.values()}
+        live = {p.memory for p in placed.values()}
+        needed = {
+            v
+            for versions in st.key_objects.values()
+            for v in versions
+            if v in placed_versions or v not in st.ops or st.ops[v]["m"] in live
+        }
+        doomed = [
+            n for n, versions in st.key_objects.items() if any(v not in needed for v in versions)
+        ]
+        if not doomed:
+            return
+        keep = {
+            v: bytes.fromhex(st.keys[v])
+            for n in doomed
+            for v in st.key_objects[n]
+            if v in needed and v in st.keys
+        }
+        uploads = {}
+        if keep:
+            name = f"keys/{secrets.token_hex(16)}"
+            uploads[name] = objects.seal_keys(st.group, st.group_key, name, keep)
+        self.remote.put_many(uploads)
+        self.remote.delete_many(doomed)
+        for name in doomed:
+            del st.key_objects[name]
+        for name in uploads:
+            st.key_objects[name] = sorted(keep)
+        still = {v for versions in st.key_objects.values() for v in versions}
+        for version in [v for v in st.keys if v not in still]:
+            del st.keys[version]
+        self.report.keys_deleted += len(doomed)
+
+    # -- all of it -------------------------------------------------------------------
+
+    def run(self) -> Report:
+        self.push()  # saved on its own: what was sent is never sent twice
+        self.pull()
+        placed = self.apply()
+        self.drop_removed_keys(placed)
+        save(self.vault, self.state)
+        return self.report
+
+
+def _batches(ops: list[dict], limit: int) -> list[list[dict]]:
+    out: list[list[dict]] = [[]]
+    size = 0
+    for op in ops:
+        n = len(op.get("s", "")) + 200
+        if out[-1] and size + n > limit:
+            out.append([])
+            size = 0
+        out[-1].append(op)
+        size += n
+    return out

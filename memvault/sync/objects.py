@@ -1,0 +1,257 @@
+"""What a sync group keeps on its remote, and how each object is sealed.
+
+Layout under ``REMOTE:PATH`` (every name random or a sequence number):
+
+- ``group``: the group key wrapped under Argon2id(passphrase) (JSON: the
+  group id, KDF parameters, salt, sealed key; the parameters and salt are
+  bound into the seal, so editing them makes it fail to open);
+- ``devices/<device>``: a device's enrolment (its name and Ed25519 public
+  key), sealed under the group key: only a holder of the key enrols;
+- ``log/<device>/<sequence>``: one batch of a device's changes, signed by
+  the device and sealed under the group key, bound to the group, device,
+  sequence number and kind; each names the digest of the one before it;
+- ``keys/<random>``: the keys of memory versions (each version's path and
+  content are sealed under a key of its own), sealed under the group key. A
+  shred deletes the objects holding the keys of the versions it removes
+  (re-wrapping the others into a new object first).
+
+Every sealed object is padded (padding.py) so its size says little about
+what it holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+from dataclasses import dataclass
+
+from nacl.exceptions import BadSignatureError
+from nacl.signing import SigningKey, VerifyKey
+
+from ..crypto.aead import DecryptionError, open_sealed, seal
+from ..crypto.kdf import SALT_SIZE, KdfParams, derive_key
+from ..crypto.secret import wipe
+from ..vault.padding import bucket, frame, unframe
+from .merge import Version
+
+FORMAT = "memvault-sync/1"
+_DOMAIN = b"memvault-sync/1\x00"
+GROUP, DEVICE, LOG, KEYS, BODY = 1, 2, 3, 4, 5
+SIG_SIZE = 64
+SEQ_DIGITS = 12
+
+
+class ObjectError(Exception):
+    """An object fails authentication, its signature or its format (the message
+    says which); the caller names the object."""
+
+
+def ad(group: bytes, kind: int, name: str, extra: bytes = b"") -> bytes:
+    """Associated data: the group, the kind, the object's name (device and
+    sequence number for a log object), anything else it is bound to."""
+    raw = name.encode()
+    return b"".join((_DOMAIN, group, bytes([kind]), struct.pack(">H", len(raw)), raw, extra))
+
+
+def _seal_padded(key: bytes | bytearray, data: bytes, binding: bytes) -> bytes:
+    framed = frame(data)
+    return seal(key, framed, binding, padded_len=bucket(len(framed)))
+
+
+def _open_padded(key: bytes | bytearray, sealed: bytes, binding: bytes, what: str) -> bytes:
+    try:
+        return unframe(open_sealed(key, sealed, binding))
+    except (DecryptionError, ValueError):
+        raise ObjectError(f"{what} fails authentication") from None
+
+
+def log_name(device: str, seq: int) -> str:
+    return f"log/{device}/{seq:0{SEQ_DIGITS}d}"
+
+
+def device_name(device: str) -> str:
+    return f"devices/{device}"
+
+
+# -- the group key ------------------------------------------------------------------
+
+
+def wrap_group_key(group: bytes, key: bytearray, passphrase: bytearray, kdf: KdfParams) -> bytes:
+    """The ``group`` object: the group key under Argon2id(passphrase)."""
+    salt = os.urandom(SALT_SIZE)
+    doc = {"format": FORMAT, "group": group.hex(), "kdf": kdf.as_dict(), "salt": salt.hex()}
+    kek = derive_key(passphrase, salt, kdf)
+    try:
+        doc["key"] = seal(kek, key, _group_ad(doc)).hex()
+    finally:
+        wipe(kek)
+    return json.dumps(doc, sort_keys=True).encode() + b"\n"
+
+
+def _group_ad(doc: dict) -> bytes:
+    binding = json.dumps({k: doc[k] for k in ("format", "group", "kdf", "salt")}, sort_keys=True)
+    return ad(bytes.fromhex(doc["group"]), GROUP, "group", binding.encode())
+
+
+def group_id_of(raw: bytes) -> bytes:
+    """The group id a ``group`` object names (unauthenticated until opened)."""
+    try:
+        doc = json.loads(raw)
+        group = bytes.fromhex(doc["group"])
+        if doc.get("format") != FORMAT or len(group) != 16:
+            raise ValueError
+        return group
+    except (ValueError, KeyError, TypeError):
+        raise ObjectError("the group object is not a memvault sync group") from None
+
+
+def unwrap_group_key(raw: bytes, passphrase: bytearray) -> tuple[bytes, bytearray]:
+    """(group id, group key); ObjectError for a wrong passphrase or an altered object."""
+    group = group_id_of(raw)
+    doc = json.loads(raw)
+    try:
+        kdf = KdfParams.from_dict(doc["kdf"])
+        kdf.validate()
+        salt = bytes.fromhex(doc["salt"])
+        sealed = bytes.fromhex(doc["key"])
+    except (ValueError, KeyError, TypeError):
+        raise ObjectError("the group object is damaged") from None
+    kek = derive_key(passphrase, salt, kdf)
+    try:
+        return group, open_sealed(kek, sealed, _group_ad(doc))
+    except DecryptionError:
+        raise ObjectError("wrong passphrase for this sync group (or its key was altered)") from None
+    finally:
+        wipe(kek)
+
+
+# -- devices ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Device:
+    device: str
+    name: str
+    public_key: bytes
+
+
+def seal_device(group: bytes, key: bytearray, device: Device) -> bytes:
+    doc = {"device": device.device, "name": device.name, "key": device.public_key.hex()}
+    data = json.dumps(doc, sort_keys=True).encode()
+    return _seal_padded(key, data, ad(group, DEVICE, device_name(device.device)))
+
+
+def open_device(group: bytes, key: bytearray, device: str, sealed: bytes) -> Device:
+    what = f"the enrolment of device {device[:8]}"
+    doc = _json(_open_padded(key, sealed, ad(group, DEVICE, device_name(device)), what), what)
+    try:
+        found = Device(doc["device"], doc["name"], bytes.fromhex(doc["key"]))
+    except (KeyError, ValueError, TypeError):
+        raise ObjectError(f"{what} is malformed") from None
+    if found.device != device or len(found.public_key) != 32:
+        raise ObjectError(f"{what} names another device")
+    return found
+
+
+# -- change logs -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """One batch of one device's changes (``ops`` in wire form, see engine.py)."""
+
+    device: str
+    seq: int
+    prev: str  # digest of the device's previous entry ("" for the first)
+    hlc: int
+    ops: list[dict]
+
+    def payload(self) -> bytes:
+        doc = {"device": self.device, "seq": self.seq, "prev": self.prev, "hlc": self.hlc}
+        doc["ops"] = self.ops
+        return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+
+def digest(payload: bytes) -> str:
+    return hashlib.blake2b(payload, digest_size=32, person=b"mv.sync.log").hexdigest()
+
+
+def _signed(group: bytes, payload: bytes) -> bytes:
+    return _DOMAIN + group + b"log" + payload
+
+
+def seal_log(group: bytes, key: bytearray, signer: SigningKey, entry: LogEntry) -> bytes:
+    payload = entry.payload()
+    signature = signer.sign(_signed(group, payload)).signature
+    binding = ad(group, LOG, log_name(entry.device, entry.seq))
+    return _seal_padded(key, signature + payload, binding)
+
+
+def open_log(
+    group: bytes, key: bytearray, device: str, seq: int, public_key: bytes, sealed: bytes
+) -> tuple[LogEntry, str]:
+    """The entry and its digest; ObjectError if it was altered, moved, or not
+    signed by the device's enrolled key."""
+    what = f"change {seq} of device {device[:8]}"
+    raw = _open_padded(key, sealed, ad(group, LOG, log_name(device, seq)), what)
+    signature, payload = raw[:SIG_SIZE], raw[SIG_SIZE:]
+    try:
+        VerifyKey(public_key).verify(_signed(group, payload), signature)
+    except (BadSignatureError, ValueError):
+        raise ObjectError(f"{what} is not signed by that device's enrolled key") from None
+    doc = _json(payload, what)
+    try:
+        entry = LogEntry(doc["device"], int(doc["seq"]), doc["prev"], int(doc["hlc"]), doc["ops"])
+    except (KeyError, ValueError, TypeError):
+        raise ObjectError(f"{what} is malformed") from None
+    if entry.device != device or entry.seq != seq or not isinstance(entry.ops, list):
+        raise ObjectError(f"{what} claims to be another change")
+    return entry, digest(payload)
+
+
+# -- memory versions and their keys ----------------------------------------------------
+
+
+def seal_body(
+    group: bytes, version_key: bytes, memory: str, version: Version, header: dict, content: bytes
+) -> bytes:
+    """A version's path, kind and content under its own key (no padding: it travels
+    inside a padded log object)."""
+    head = json.dumps(header, sort_keys=True).encode()
+    binding = ad(group, BODY, f"{memory}/{version}")
+    return seal(version_key, frame(head) + content, binding)
+
+
+def open_body(
+    group: bytes, version_key: bytes, memory: str, version: Version, sealed: bytes
+) -> tuple[dict, bytes]:
+    what = f"version {version} of memory {memory[:8]}"
+    try:
+        plain = bytes(open_sealed(version_key, sealed, ad(group, BODY, f"{memory}/{version}")))
+        head = unframe(plain)
+    except (DecryptionError, ValueError):
+        raise ObjectError(f"{what} fails authentication") from None
+    return _json(head, what), plain[4 + len(head) :]
+
+
+def seal_keys(group: bytes, key: bytearray, name: str, keys: dict[str, bytes]) -> bytes:
+    data = json.dumps({v: k.hex() for v, k in sorted(keys.items())}).encode()
+    return _seal_padded(key, data, ad(group, KEYS, name))
+
+
+def open_keys(group: bytes, key: bytearray, name: str, sealed: bytes) -> dict[str, bytes]:
+    what = f"key object {name}"
+    doc = _json(_open_padded(key, sealed, ad(group, KEYS, name), what), what)
+    try:
+        return {v: bytes.fromhex(k) for v, k in doc.items()}
+    except (AttributeError, ValueError, TypeError):
+        raise ObjectError(f"{what} is malformed") from None
+
+
+def _json(raw: bytes, what: str):
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise ObjectError(f"{what} is malformed") from None

@@ -1,0 +1,143 @@
+"""What one device knows of its sync group, sealed in its own vault.
+
+The group key and the device's signing key never leave the vault except
+wrapped (the ``group`` object) or as a public key (the enrolment). The rest
+is bookkeeping that lets a sync check the remote and merge without
+downloading everything again: how far each device's log goes (sequence
+number and the digest of its last entry, to catch a log cut, rolled back or
+replaced), every change seen (without contents: those live in the vault or
+arrive with the change), the keys of the versions still needed, and which
+local record each memory is.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from ..crypto.context import Kind
+from ..vault.schema import SYNC_KEY
+from .merge import DIRECTORY, FILE, Op, Version
+from .objects import Device
+
+FORMAT = 1
+
+
+@dataclass
+class Local:
+    """A memory as this device last wrote it into (or read it from) its vault."""
+
+    record: str  # the local record id (hex)
+    version: str
+    path: str
+    body_gen: int
+
+
+@dataclass
+class SyncState:
+    remote: str
+    rclone_config: str | None
+    group: bytes
+    group_key: bytearray
+    device: str
+    name: str
+    seed: bytes
+    hlc: int = 0
+    seq: int = 0
+    prev: str = ""
+    seen: dict[str, list] = field(default_factory=dict)  # device -> [seq, digest]
+    devices: dict[str, Device] = field(default_factory=dict)
+    ops: dict[str, dict] = field(default_factory=dict)  # version -> op (wire form, no body)
+    keys: dict[str, str] = field(default_factory=dict)  # version -> key (hex)
+    key_objects: dict[str, list[str]] = field(default_factory=dict)  # name -> versions
+    files: dict[str, Local] = field(default_factory=dict)  # memory -> where it is here
+    dirs: dict[str, str] = field(default_factory=dict)  # path -> memory of the directory
+
+    # -- the clock -----------------------------------------------------------------
+
+    def tick(self, now_ms: int) -> int:
+        """A hybrid logical clock reading later than any this device saw."""
+        self.hlc = max(self.hlc + 1, now_ms << 16)
+        return self.hlc
+
+    def observe(self, hlc: int) -> None:
+        self.hlc = max(self.hlc, hlc)
+
+    # -- the changes seen ----------------------------------------------------------
+
+    def op_of(self, version: str) -> Op:
+        raw = self.ops[version]
+        base = raw.get("b")
+        return Op(
+            memory=raw["m"],
+            version=Version.parse(version),
+            base=Version.parse(base) if base else None,
+            deleted=bool(raw.get("d")),
+            kind=raw.get("k"),
+            path=raw.get("p"),
+        )
+
+    def device_names(self) -> dict[str, str]:
+        return {d: dev.name for d, dev in self.devices.items()}
+
+    # -- stored in the vault -------------------------------------------------------
+
+    def encode(self) -> bytes:
+        doc = {
+            "format": FORMAT,
+            "remote": self.remote,
+            "rclone_config": self.rclone_config,
+            "group": self.group.hex(),
+            "group_key": bytes(self.group_key).hex(),
+            "device": self.device,
+            "name": self.name,
+            "seed": self.seed.hex(),
+            "hlc": self.hlc,
+            "seq": self.seq,
+            "prev": self.prev,
+            "seen": self.seen,
+            "devices": {d: [v.name, v.public_key.hex()] for d, v in self.devices.items()},
+            "ops": self.ops,
+            "keys": self.keys,
+            "key_objects": self.key_objects,
+            "files": {m: [f.record, f.version, f.path, f.body_gen] for m, f in self.files.items()},
+            "dirs": self.dirs,
+        }
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes | bytearray) -> SyncState:
+        doc = json.loads(bytes(raw))
+        return cls(
+            remote=doc["remote"],
+            rclone_config=doc["rclone_config"],
+            group=bytes.fromhex(doc["group"]),
+            group_key=bytearray.fromhex(doc["group_key"]),
+            device=doc["device"],
+            name=doc["name"],
+            seed=bytes.fromhex(doc["seed"]),
+            hlc=doc["hlc"],
+            seq=doc["seq"],
+            prev=doc["prev"],
+            seen=doc["seen"],
+            devices={
+                d: Device(d, name, bytes.fromhex(key)) for d, (name, key) in doc["devices"].items()
+            },
+            ops=doc["ops"],
+            keys=doc["keys"],
+            key_objects=doc["key_objects"],
+            files={m: Local(*f) for m, f in doc["files"].items()},
+            dirs=doc["dirs"],
+        )
+
+
+def load(vault) -> SyncState | None:
+    raw = vault.sealed_setting(SYNC_KEY, Kind.SYNC, "its sync state")
+    return None if raw is None else SyncState.decode(raw)
+
+
+def save(vault, state: SyncState) -> None:
+    vault.put_sealed_setting(SYNC_KEY, Kind.SYNC, state.encode())
+
+
+__all__ = ["DIRECTORY", "FILE", "Local", "SyncState", "load", "save"]

@@ -1,0 +1,64 @@
+"""Devices for the sync tests: each its own vault, syncing in this process through
+the real rclone command and a real server (servers.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memvault.sync import group
+from memvault.sync.engine import Report, Sync
+from memvault.sync.remote import RcloneRemote
+from memvault.sync.state import SyncState, load
+from memvault.vault import Vault
+from memvault.vault.records import DIRECTORY, FILE
+from tests.conftest import FAST_KDF, PASSPHRASE
+
+from .servers import Server
+
+SYNC_PASSPHRASE = bytearray(b"correct horse battery staple")
+
+
+class Device:
+    def __init__(self, tmp: Path, name: str, server: Server) -> None:
+        self.name = name
+        self.home = tmp / name
+        self.home.mkdir()
+        self.path = self.home / "memory.vault"
+        self.server = server
+        self.vault = Vault.create(self.path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None)
+
+    def remote(self) -> RcloneRemote:
+        return RcloneRemote(
+            self.server.remote, config=str(self.server.config), scratch=self.home / "scratch"
+        )
+
+    def start_group(self) -> Report:
+        state = group.start(
+            self.vault, self.remote(), bytearray(SYNC_PASSPHRASE), name=self.name, kdf=FAST_KDF
+        )
+        return Sync(self.vault, state, self.remote()).run()
+
+    def join(self) -> Report:
+        state = group.join(self.vault, self.remote(), bytearray(SYNC_PASSPHRASE), name=self.name)
+        return Sync(self.vault, state, self.remote()).run()
+
+    def state(self) -> SyncState:
+        state = load(self.vault)
+        assert state is not None
+        return state
+
+    def sync(self) -> Report:
+        return Sync(self.vault, self.state(), self.remote()).run()
+
+    def tree(self) -> dict[str, bytes | None]:
+        """Every file with its content, every directory as None."""
+        out: dict[str, bytes | None] = {}
+        for record_id, meta in self.vault.walk_records():
+            if meta.type == FILE:
+                out[meta.path] = self.vault.get_record(record_id)
+            elif meta.type == DIRECTORY:
+                out[meta.path] = None
+        return out
+
+    def close(self) -> None:
+        self.vault.close()

@@ -1,0 +1,324 @@
+"""Issue 16: devices sync through real servers (sshd's SFTP, rclone's WebDAV), via
+rclone remotes in a temporary configuration; only ciphertext on the remote,
+no write lost, a hostile remote named."""
+
+from __future__ import annotations
+
+import base64
+import random
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from memvault.errors import RemoteTampered, RemoteUnavailable
+from memvault.sync import objects
+from memvault.sync.merge import Version
+from tests.conftest import assert_nowhere
+
+from .devices import Device
+from .servers import SERVERS, servers_unavailable
+
+pytestmark = pytest.mark.skipif(
+    servers_unavailable() is not None, reason=str(servers_unavailable())
+)
+
+
+@pytest.fixture(params=sorted(SERVERS))
+def server(request, tmp_path):
+    with SERVERS[request.param](tmp_path) as running:
+        yield running
+
+
+@pytest.fixture
+def webdav_server(tmp_path):
+    with SERVERS["webdav"](tmp_path) as running:
+        yield running
+
+
+@pytest.fixture
+def make_device(tmp_path):
+    made: list[Device] = []
+
+    def make(name: str, server) -> Device:
+        device = Device(tmp_path, name, server)
+        made.append(device)
+        return device
+
+    yield make
+    for device in made:
+        device.close()
+
+
+def test_two_devices_share_writes_renames_and_removals(server, make_device):
+    a, b = make_device("laptop", server), make_device("desk", server)
+    a.vault.put("notes/secret-plan.md", b"the launch codeword is BLUEHERON\n")
+    a.vault.put("todo.md", b"- water the ficus\n")
+    a.vault.mkdir("empty-dir")
+    a.start_group()
+    report = b.join()
+    assert report.pulled == 4
+    assert b.tree() == a.tree()
+
+    b.vault.put("notes/from-desk.md", b"written on the desk\n")
+    b.vault.rename("todo.md", "notes/todo.md")
+    a.vault.delete("empty-dir")
+    b.sync()
+    a.sync()
+    b.sync()
+    assert a.tree() == b.tree()
+    assert a.tree()["notes/todo.md"] == b"- water the ficus\n"
+    assert "empty-dir" not in b.tree() and "todo.md" not in a.tree()
+
+    status_devices = {d.name for d in b.state().devices.values()}
+    assert status_devices == {"laptop", "desk"}
+    # only ciphertext left the devices: no content, path or name in any remote byte
+    assert_nowhere(
+        [b"BLUEHERON", b"secret-plan", b"ficus", b"from-desk", b"empty-dir", b"laptop"],
+        server.root,
+    )
+
+
+def test_edits_made_without_seeing_each_other_both_survive(webdav_server, make_device):
+    a, b = make_device("laptop", webdav_server), make_device("desk", webdav_server)
+    a.vault.put("n.md", b"first\n")
+    a.start_group()
+    b.join()
+    a.vault.put("n.md", b"laptop's edit\n")
+    b.vault.put("n.md", b"desk's edit\n")
+    a.sync()
+    report = b.sync()
+    a.sync()
+    assert a.tree() == b.tree()
+    contents = {v for v in a.tree().values() if v is not None}
+    assert contents == {b"laptop's edit\n", b"desk's edit\n"}
+    copies = [p for p in a.tree() if "(conflict from " in p]
+    assert len(copies) == 1 and report.conflicts == copies
+    assert copies[0].startswith("n (conflict from ") and copies[0].endswith(".md")
+
+
+def test_three_devices_and_a_thousand_random_operations_converge(webdav_server, make_device):
+    """Writes, appends, renames, removals and directories on three devices, with syncs
+    at random points: afterwards every device has the same tree, and every write that
+    no device later overwrote or removed is in it."""
+    rnd = random.Random(16)
+    devices = [make_device(n, webdav_server) for n in ("one", "two", "three")]
+    devices[0].start_group()
+    for d in devices[1:]:
+        d.join()
+    written: dict[bytes, bool] = {}  # token -> still expected (nobody replaced it)
+
+    def tokens_of(data: bytes) -> list[bytes]:
+        return [t for t in data.split(b"\n") if t.startswith(b"tok-")]
+
+    def supersede(data: bytes) -> None:
+        for t in tokens_of(data):
+            written[t] = False
+
+    for step in range(1000):
+        d = rnd.choice(devices)
+        files = [p for p, v in d.tree().items() if v is not None]
+        dirs = [p for p, v in d.tree().items() if v is None]
+        token = f"tok-{step}".encode()
+        action = rnd.random()
+        if action < 0.30 or not files:
+            where = rnd.choice(["", *dirs])
+            path = f"{where}/n{rnd.randint(0, 40)}.md".lstrip("/")
+            if d.vault.exists(path):
+                if d.vault.stat(path).is_dir:
+                    continue
+                supersede(d.vault.get(path))
+            d.vault.put(path, token + b"\n")
+            written[token] = True
+        elif action < 0.50:
+            path = rnd.choice(files)
+            d.vault.put(path, d.vault.get(path) + token + b"\n")  # the old tokens stay
+            written[token] = True
+        elif action < 0.62:
+            path = rnd.choice(files)
+            target = f"{rnd.choice(['', *dirs])}/m{rnd.randint(0, 40)}.md".lstrip("/")
+            if d.vault.exists(target):
+                continue
+            d.vault.rename(path, target)
+        elif action < 0.72:
+            path = rnd.choice(files)
+            supersede(d.vault.get(path))
+            d.vault.delete(path)
+        elif action < 0.80:
+            path = f"d{rnd.randint(0, 5)}"
+            if not d.vault.exists(path):
+                d.vault.mkdir(path)
+        else:
+            d.sync()
+    for _ in range(2):
+        for d in devices:
+            d.sync()
+    trees = [d.tree() for d in devices]
+    assert trees[0] == trees[1] == trees[2]
+    present = {t for v in trees[0].values() if v is not None for t in tokens_of(v)}
+    lost = [t for t, expected in written.items() if expected and t not in present]
+    assert not lost
+
+
+def test_a_shred_reaches_every_device_and_its_keys_leave_the_remote(webdav_server, make_device):
+    a, b = make_device("laptop", webdav_server), make_device("desk", webdav_server)
+    a.vault.put("keep.md", b"keep me\n")
+    a.vault.put("burn.md", b"PAYLOAD-TO-SHRED\n")
+    a.start_group()
+    b.join()
+    assert b.tree()["burn.md"] == b"PAYLOAD-TO-SHRED\n"
+    a.vault.delete("burn.md")
+    report = a.sync()
+    assert report.keys_deleted >= 1
+    b.sync()
+    assert "burn.md" not in b.tree() and b.tree()["keep.md"] == b"keep me\n"
+    # every object, opened with every key the group has: the shredded memory is in none
+    state = b.state()
+    root = webdav_server.root
+    keys = {}
+    for path in (root / "keys").iterdir():
+        keys.update(
+            objects.open_keys(state.group, state.group_key, f"keys/{path.name}", path.read_bytes())
+        )
+    opened = []
+    for path in sorted((root / "log").rglob("*")):
+        if not path.is_file():
+            continue
+        device, seq = path.parent.name, int(path.name)
+        entry, _ = objects.open_log(
+            state.group,
+            state.group_key,
+            device,
+            seq,
+            state.devices[device].public_key,
+            path.read_bytes(),
+        )
+        for op in entry.ops:
+            if "s" not in op:
+                continue
+            key = keys.get(op["v"])
+            if key is None:
+                continue
+            header, content = objects.open_body(
+                state.group, key, op["m"], Version.parse(op["v"]), base64.b64decode(op["s"])
+            )
+            opened.append((header["p"], content))
+    assert ("keep.md", b"keep me\n") in opened
+    assert not [o for o in opened if o[0] == "burn.md" or b"PAYLOAD-TO-SHRED" in o[1]]
+    assert_nowhere([b"PAYLOAD-TO-SHRED", b"burn.md"], root)
+
+
+def _tamper_setup(server, make_device):
+    a, b = make_device("laptop", server), make_device("desk", server)
+    a.vault.put("one.md", b"1\n")
+    a.start_group()
+    b.join()
+    for i in range(2, 5):
+        a.vault.put(f"n{i}.md", f"{i}\n".encode())
+        a.sync()
+    log = server.root / "log" / a.state().device
+    assert sorted(p.name for p in log.iterdir())[-1].endswith("4")
+    return a, b, log
+
+
+def _refused(b: Device, needle: str) -> str:
+    before_tree, before_state = b.tree(), b.state().encode()
+    with pytest.raises(RemoteTampered) as caught:
+        b.sync()
+    message = str(caught.value)
+    assert needle in message, message
+    assert b.tree() == before_tree  # nothing applied
+    assert b.state().encode() == before_state
+    return message
+
+
+@pytest.mark.parametrize("case", ["flip", "missing", "replayed", "reordered", "other-group"])
+def test_a_tampered_remote_is_named_and_nothing_is_applied(
+    webdav_server, make_device, case, tmp_path
+):
+    a, b, log = _tamper_setup(webdav_server, make_device)
+    short = a.state().device[:8]
+    if case == "flip":
+        target = log / f"{3:012d}"
+        raw = bytearray(target.read_bytes())
+        raw[len(raw) // 2] ^= 0x01
+        target.write_bytes(bytes(raw))
+        message = _refused(b, "change 3 of device")
+    elif case == "missing":
+        (log / f"{3:012d}").unlink()
+        message = _refused(b, "change 3 of device")
+    elif case == "replayed":  # an old change again, under the next number
+        shutil.copy(log / f"{2:012d}", log / f"{5:012d}")
+        message = _refused(b, "change 5 of device")
+    elif case == "reordered":
+        two, three = log / f"{2:012d}", log / f"{3:012d}"
+        data2, data3 = two.read_bytes(), three.read_bytes()
+        two.write_bytes(data3)
+        three.write_bytes(data2)
+        message = _refused(b, "change 2 of device")
+    else:  # a change of another group's device, under this log's next name
+        shutil.copy(_foreign_log_object(tmp_path, make_device), log / f"{5:012d}")
+        message = _refused(b, "change 5 of device")
+    assert short in message
+    assert "laptop" in message
+
+
+def _foreign_log_object(tmp_path: Path, make_device) -> Path:
+    """Change 5 of a device of another group, on another server."""
+    (tmp_path / "other-server").mkdir()
+    with SERVERS["webdav"](tmp_path / "other-server") as elsewhere:
+        c = make_device("elsewhere", elsewhere)
+        c.start_group()
+        for i in range(5):
+            c.vault.put(f"e{i}.md", b"e\n")
+            c.sync()
+        log = next((elsewhere.root / "log").iterdir())
+        kept = tmp_path / "foreign-object"
+        shutil.copy(log / f"{5:012d}", kept)
+        return kept
+
+
+def test_a_log_rolled_back_is_refused(webdav_server, make_device):
+    a, b, log = _tamper_setup(webdav_server, make_device)
+    b.sync()
+    (log / f"{4:012d}").unlink()  # the remote goes back to an older state
+    _refused(b, "rolled back: it ends at change 3, this device had seen change 4")
+
+
+def test_a_server_killed_mid_sync_loses_nothing_and_duplicates_nothing(webdav_server, make_device):
+    a, b = make_device("laptop", webdav_server), make_device("desk", webdav_server)
+    a.vault.put("one.md", b"1\n")
+    a.start_group()
+    b.join()
+    for i in range(30):
+        a.vault.put(f"batch/n{i}.md", f"{i}\n".encode() * 2000)
+    incoming = webdav_server.root / "incoming"
+
+    def kill_once_uploading() -> None:
+        deadline = time.monotonic() + 30
+        while not incoming.exists() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        webdav_server.stop()
+
+    killer = threading.Thread(target=kill_once_uploading)
+    killer.start()
+    try:
+        with pytest.raises(RemoteUnavailable):
+            a.sync()
+    finally:
+        killer.join()
+    webdav_server.start_again()
+    a.sync()
+    b.sync()
+    assert a.tree() == b.tree()
+    assert sorted(p for p in b.tree() if p.startswith("batch/n")) == sorted(
+        f"batch/n{i}.md" for i in range(30)
+    )
+    # no change was sent twice: one version per memory, one log entry per sync that sent
+    versions_per_memory: dict[str, int] = {}
+    for raw in a.state().ops.values():
+        versions_per_memory[raw["m"]] = versions_per_memory.get(raw["m"], 0) + 1
+    assert max(versions_per_memory.values()) == 1
+    assert a.state().seen[a.state().device][0] == 2
