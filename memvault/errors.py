@@ -428,6 +428,12 @@ class AlreadySynced(MemvaultError):
     exit_code = EXIT_USAGE
 
 
+class WrongSyncPassphrase(MemvaultError):
+    """Wrong passphrase for the sync group at {0}."""
+
+    exit_code = EXIT_PASSPHRASE
+
+
 class NoSyncGroup(MemvaultError):
     """No sync group at {0}: start one there with `memvault sync init {0}`."""
 

@@ -63,13 +63,11 @@ def cmd_sync(args: argparse.Namespace) -> int:
     if action not in ("init", "join") and args.remote:
         raise UsageError(f"Unknown sync action {action!r}; see `memvault sync --help`.")
     _locked(args)
-    if action == "join" and not vault_path(args).exists():
-        _create_for_join(args)
+    if action == "join":
+        return _join(args)
     with open_in_process(args) as vault:
         if action == "init":
             return _init(args, vault)
-        if action == "join":
-            return _join(args, vault)
         state = load(vault)
         if state is None:
             raise NotSynced()
@@ -80,7 +78,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 def _create_for_join(args: argparse.Namespace) -> None:
     path = vault_path(args)
-    if not path.parent.exists():
+    if not path.parent.is_dir():
         raise VaultNotFound(path)
     secret = passphrase(args, confirm=True)
     Vault.create(path, secret, kdf=kdf_from(args) or DEFAULT_KDF, compact_delay=None).close()
@@ -99,12 +97,16 @@ def _init(args: argparse.Namespace, vault) -> int:
     return 0
 
 
-def _join(args: argparse.Namespace, vault) -> int:
+def _join(args: argparse.Namespace) -> int:
+    """The group's passphrase is checked first: a typo creates no vault."""
     remote = _remote(args.remote, _config(args))
-    secret = read_sync_passphrase(from_stdin=False)
-    state = group.join(vault, remote, secret, name=args.name, config=_config(args))
-    output.note(f"Joined the sync group at {remote.spec} as device {state.name!r}.")
-    report = Sync(vault, state, remote).run()
+    opened = group.open_group(remote, read_sync_passphrase(from_stdin=False))
+    if not vault_path(args).exists():
+        _create_for_join(args)
+    with open_in_process(args) as vault:
+        state = group.join(vault, remote, opened, name=args.name, config=_config(args))
+        output.note(f"Joined the sync group at {remote.spec} as device {state.name!r}.")
+        report = Sync(vault, state, remote).run()
     output.note(report.sentence())
     return 0
 

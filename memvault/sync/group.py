@@ -13,7 +13,7 @@ from ..errors import (
     NoSyncGroup,
     RemoteTampered,
     SyncGroupExists,
-    WrongPassphrase,
+    WrongSyncPassphrase,
 )
 from . import objects
 from .engine import CONFLICT_MARK, Sync
@@ -75,28 +75,33 @@ def start(
     return state
 
 
-def join(
-    vault,
-    remote: Remote,
-    passphrase: bytearray,
-    *,
-    name: str | None = None,
-    config: str | None = None,
-) -> SyncState:
-    """Enrol ``vault`` as a new device of the group at ``remote`` (the passphrase
-    opens its key); the first sync then fills it."""
-    existing = load(vault)
-    if existing is not None:
-        raise AlreadySynced(existing.remote)
+def open_group(remote: Remote, passphrase: bytearray) -> tuple[bytes, bytearray]:
+    """(group id, group key) of the group at ``remote``, opened with its passphrase."""
     raw = remote.get_many(["group"]).get("group")
     if raw is None:
         raise NoSyncGroup(remote.spec)
     try:
-        group, key = objects.unwrap_group_key(raw, passphrase)
+        return objects.unwrap_group_key(raw, passphrase)
     except ObjectError as exc:
         if "passphrase" in str(exc):
-            raise WrongPassphrase() from None
+            raise WrongSyncPassphrase(remote.spec) from None
         raise RemoteTampered(remote.spec, str(exc)) from None
+
+
+def join(
+    vault,
+    remote: Remote,
+    opened: tuple[bytes, bytearray],
+    *,
+    name: str | None = None,
+    config: str | None = None,
+) -> SyncState:
+    """Enrol ``vault`` as a new device of the group at ``remote`` (``opened``: its id
+    and key, from open_group); the first sync then fills it."""
+    existing = load(vault)
+    if existing is not None:
+        raise AlreadySynced(existing.remote)
+    group, key = opened
     state = _new_state(remote, config, group, key, name or default_device_name())
     taken = _device_names(state, remote)
     wanted, n = state.name, 1

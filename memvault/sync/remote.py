@@ -6,9 +6,9 @@ with the user's own configuration (``--config`` or rclone's default), one
 process per batch, never one per object where a batch will do. Uploads
 first go to a name of their own under ``incoming/`` and are then moved to
 their final name, so a reader never finds a half-written object under a
-real name (an upload cut short leaves only ``incoming/`` debris, removed
-later). Transient failures (a refused connection, a timeout, a server
-killed mid-transfer) are retried a few times with a pause; what still fails
+real name (an upload cut short leaves only ``incoming/`` debris; an emptied
+batch directory may stay). Transient failures (a refused connection, a
+timeout, a server killed mid-transfer) are retried a few times with a pause; what still fails
 is RemoteUnavailable, and the caller has changed nothing.
 """
 
@@ -163,7 +163,6 @@ class RcloneRemote:
             self._run("copy", tmp, self._path(batch), "--no-traverse")
         for i, name in enumerate(objects):
             self._run("moveto", self._path(f"{batch}/{i:06d}"), self._path(name))
-        self._run("rmdir", self._path(batch), ok=(1, *NOT_FOUND_EXITS))
 
     def delete_many(self, names: Iterable[str]) -> None:
         names = sorted(set(names))

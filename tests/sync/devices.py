@@ -39,7 +39,8 @@ class Device:
         return Sync(self.vault, state, self.remote()).run()
 
     def join(self) -> Report:
-        state = group.join(self.vault, self.remote(), bytearray(SYNC_PASSPHRASE), name=self.name)
+        opened = group.open_group(self.remote(), bytearray(SYNC_PASSPHRASE))
+        state = group.join(self.vault, self.remote(), opened, name=self.name)
         return Sync(self.vault, state, self.remote()).run()
 
     def state(self) -> SyncState:

@@ -123,7 +123,7 @@ def test_three_devices_and_a_thousand_random_operations_converge(webdav_server, 
         dirs = [p for p, v in d.tree().items() if v is None]
         token = f"tok-{step}".encode()
         action = rnd.random()
-        if action < 0.30 or not files:
+        if action < 0.30 or 0.80 <= action < 0.94 or not files:
             where = rnd.choice(["", *dirs])
             path = f"{where}/n{rnd.randint(0, 40)}.md".lstrip("/")
             if d.vault.exists(path):
