@@ -459,6 +459,22 @@ class Sync:
             del st.keys[version]
         self.report.keys_deleted += len(doomed)
 
+    def forget_removed(self, placed: dict[str, Placed]) -> bool:
+        """What this device keeps of removed memories: their ids and versions (the
+        merge needs them), never their paths or keys (a shred leaves nothing
+        readable here either). True if something was forgotten."""
+        st = self.state
+        forgot = False
+        placed_versions = {str(p.version) for p in placed.values()}
+        live = {p.memory for p in placed.values()}
+        for version, raw in st.ops.items():
+            if raw["m"] not in live and version not in placed_versions and "p" in raw:
+                del raw["p"]
+                raw.pop("k", None)
+                st.keys.pop(version, None)
+                forgot = True
+        return forgot
+
     # -- all of it -------------------------------------------------------------------
 
     def run(self) -> Report:
@@ -466,7 +482,7 @@ class Sync:
         self.pull()
         placed = self.apply()
         self.drop_removed_keys(placed)
-        save(self.vault, self.state)
+        save(self.vault, self.state, forgets=self.forget_removed(placed))
         return self.report
 
 

@@ -136,8 +136,9 @@ def load(vault) -> SyncState | None:
     return None if raw is None else SyncState.decode(raw)
 
 
-def save(vault, state: SyncState) -> None:
-    vault.put_sealed_setting(SYNC_KEY, Kind.SYNC, state.encode())
+def save(vault, state: SyncState, *, forgets: bool = False) -> None:
+    """``forgets``: this state drops what a shred removed (the old one is compacted away)."""
+    vault.put_sealed_setting(SYNC_KEY, Kind.SYNC, state.encode(), forgets=forgets)
 
 
 __all__ = ["DIRECTORY", "FILE", "Local", "SyncState", "load", "save"]

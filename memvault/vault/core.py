@@ -354,12 +354,20 @@ class Vault:
             except DecryptionError:
                 raise VaultTampered(self.path, f"{what} was altered") from None
 
-    def put_sealed_setting(self, name: bytes, kind: Kind, value: bytes | bytearray) -> None:
-        """Seal and store a state value (one commit; journaled on a mount)."""
+    def put_sealed_setting(
+        self, name: bytes, kind: Kind, value: bytes | bytearray, *, forgets: bool = False
+    ) -> None:
+        """Seal and store a state value (one commit; journaled on a mount).
+        ``forgets``: the old value held what a shred removed, so its bytes are
+        compacted away like a shredded record's."""
         with self._lock:
             self._check_writable()
             sealed = self._sealer.seal(kind, value, name)
-            self._writer.write(lambda txn: txn.put(name, sealed, db=STATE), bookkeeping=True)
+            self._writer.write(
+                lambda txn: txn.put(name, sealed, db=STATE),
+                owes_compaction=forgets,
+                bookkeeping=not forgets,
+            )
 
     def backup(self, dest: Path | str) -> int:
         """Write a consistent, compacted copy of the vault as it is now to ``dest``

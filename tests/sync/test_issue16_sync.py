@@ -208,6 +208,9 @@ def test_a_shred_reaches_every_device_and_its_keys_leave_the_remote(webdav_serve
     assert ("keep.md", b"keep me\n") in opened
     assert not [o for o in opened if o[0] == "burn.md" or b"PAYLOAD-TO-SHRED" in o[1]]
     assert_nowhere([b"PAYLOAD-TO-SHRED", b"burn.md"], root)
+    # nor in what either device keeps of the group (sealed in its vault)
+    for device in (a, b):
+        assert b"burn.md" not in device.state().encode()
 
 
 def _tamper_setup(server, make_device):
