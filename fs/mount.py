@@ -26,6 +26,7 @@ from .. import audit_requests, keys, signing
 from ..crypto import wipe
 from ..errors import UsageError
 from ..search import SearchService, open_search
+from ..sync import requests as sync_requests
 from ..vault import Vault
 from ..vault.audit import Caller, current_caller, name_process
 from .control_server import ControlServer
@@ -97,6 +98,7 @@ class _Daemon:
                 "keys": self._keys,
                 "lock": self._lock,
                 "backup": self._backup,
+                "sync": self._sync,
                 "audit": self._audit,
                 "caller": self._caller,
                 "note": self._note,
@@ -236,6 +238,10 @@ class _Daemon:
         return await trio.to_thread.run_sync(
             signing.sign_and_wipe, vault.path, seed, vault.header.vault_id, vault.generation
         )
+
+    async def _sync(self, request: dict[str, Any]) -> dict[str, Any]:
+        """One sync (or its status) through this vault, in a worker thread."""
+        return await trio.to_thread.run_sync(sync_requests.serve, self.vault, request)
 
     async def _backup(self, request: dict[str, Any]) -> dict[str, Any]:
         """A consistent copy of the vault as committed now (requests wait for it)."""

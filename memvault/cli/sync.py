@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..crypto.kdf import DEFAULT_KDF
 from ..errors import NotSynced, UsageError, VaultNotFound
+from ..fs import control
 from ..fs.runtime import MountError
 from ..locations import runtime_dir
 from ..passphrase import read_sync_passphrase
@@ -48,12 +49,21 @@ def _config(args: argparse.Namespace) -> str | None:
     return str(Path(given).expanduser().absolute()) if given else None
 
 
-def _locked(args: argparse.Namespace) -> None:
-    if daemon_of(args) is not None:
+def _mounted(args: argparse.Namespace, action: str) -> int | None:
+    """Through the daemon, if the vault is unlocked (it is then the only writer)."""
+    record = daemon_of(args)
+    if record is None:
+        return None
+    if action in ("init", "join"):
         raise MountError(
-            f"The vault {vault_path(args)} is unlocked; sync works on a locked vault for now: "
-            "lock it, sync, and unlock it again."
+            f"The vault {vault_path(args)} is unlocked; lock it to {action} a sync group "
+            "(syncing afterwards works mounted)."
         )
+    answer = control.ask(record.control_path, "sync", pid=record.pid, action=action, timeout=None)
+    if action == "status":
+        return _show_status(args, answer)
+    output.note(answer["sentence"])
+    return 0
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
@@ -62,7 +72,9 @@ def cmd_sync(args: argparse.Namespace) -> int:
         raise UsageError(f"`memvault sync {action}` needs REMOTE:PATH (an rclone remote).")
     if action not in ("init", "join") and args.remote:
         raise UsageError(f"Unknown sync action {action!r}; see `memvault sync --help`.")
-    _locked(args)
+    through_daemon = _mounted(args, action)
+    if through_daemon is not None:
+        return through_daemon
     if action == "join":
         return _join(args)
     with open_in_process(args) as vault:
@@ -119,7 +131,10 @@ def _once(args: argparse.Namespace, vault, state) -> int:
 
 
 def _status(args: argparse.Namespace, vault, state) -> int:
-    report = group.status(vault, state)
+    return _show_status(args, group.status(vault, state))
+
+
+def _show_status(args: argparse.Namespace, report: dict) -> int:
     if args.json:
         output.data_json(report)
         return 0

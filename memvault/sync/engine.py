@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from nacl.signing import SigningKey
 
 from .. import paths
-from ..errors import MemoryNotFound, RemoteTampered
+from ..errors import RemoteTampered
 from ..vault.records import DIRECTORY as VAULT_DIR
 from ..vault.records import FILE as VAULT_FILE
 from . import objects
@@ -325,26 +325,45 @@ class Sync:
                 )
         files = {m: p for m, p in placed.items() if p.kind == FILE}
         contents = self._contents(files)
-        # removed: memories this device has that the merged tree has not
+        vault = self.vault
+        # A memory changed here since the scan (a write through the mount) is left
+        # alone: the next sync sends that change, made on the version it replaces.
         for memory in [m for m in st.files if m not in files]:
-            self._remove_file(st.files.pop(memory))
-        # moved: out of the way first (a swap, a name freed by another move)
+            with vault.exclusive():
+                if self._unchanged(st.files[memory]):
+                    self._remove_file(st.files.pop(memory))
         moving = [m for m in files if m in st.files and st.files[m].path != files[m].path]
-        for memory in moving:
+        for memory in moving:  # out of the way first (a swap, a name freed by another move)
             local = st.files[memory]
-            temp = f"{TEMP_PREFIX}{memory}"
-            self.vault.rename(local.path, temp)
-            local.path = temp
+            with vault.exclusive():
+                if not self._unchanged(local):
+                    del files[memory]
+                    continue
+                temp = f"{TEMP_PREFIX}{memory}"
+                vault.rename(local.path, temp)
+                local.path = temp
         for memory, item in sorted(files.items(), key=lambda kv: kv[1].path):
             local = st.files.get(memory)
-            if local is not None and local.path != item.path:
-                self._make_parents(item.path)
-                self.vault.rename(local.path, item.path)
-                local.path = item.path
-            if local is None or local.version != str(item.version):
-                self._write(memory, item, contents[str(item.version)])
+            with vault.exclusive():
+                if local is not None and local.path != item.path:
+                    self._make_parents(item.path)
+                    vault.rename(local.path, item.path)
+                    local.path = item.path
+                stale = local is not None and local.version != str(item.version)
+                if local is None or (stale and self._unchanged(local)):
+                    self._write(memory, item, contents[str(item.version)])
         self._settle_dirs(placed)
         return placed
+
+    def _unchanged(self, local: Local) -> bool:
+        """The memory is as this device last synced it (path and content)."""
+        meta = self.vault.by_record_id(bytes.fromhex(local.record))
+        return (
+            meta is not None
+            and not meta.orphan
+            and meta.path == local.path
+            and meta.body_gen == local.body_gen
+        )
 
     def _contents(self, files: dict[str, Placed]) -> dict[str, tuple[dict, bytes]]:
         """What every memory to write will hold, read before anything changes (a
@@ -385,13 +404,8 @@ class Sync:
         self.report.written += 1
 
     def _remove_file(self, local: Local) -> None:
-        try:
-            meta = self.vault.by_record_id(bytes.fromhex(local.record))
-        except MemoryNotFound:
-            meta = None
-        if meta is not None and not meta.orphan:
-            self.vault.delete(meta.path)
-            self.report.removed += 1
+        self.vault.delete(local.path)
+        self.report.removed += 1
 
     def _make_parents(self, path: str) -> None:
         parent = paths.parent(path)

@@ -754,6 +754,13 @@ class Vault:
             self._tree.require_dir(norm)
             return sorted((name, e.meta) for name, e in self._tree.children(norm).items())
 
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the vault's lock across several calls: no other change (a write
+        through the mount) comes in between."""
+        with self._lock:
+            yield
+
     def walk_records(self) -> list[tuple[bytes, Meta]]:
         """Every named record, with its id, sorted by path."""
         with self._lock:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import assert_one_line_error, run_cli
 
+from .devices import SYNC_PASSPHRASE, Device
 from .servers import SERVERS, servers_unavailable
 
 pytestmark = pytest.mark.skipif(
@@ -15,7 +17,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 FAST = ["--kdf-time", "1", "--kdf-memory", "8", "--kdf-parallelism", "1"]
-GROUP_PASS = {"MEMVAULT_SYNC_PASSPHRASE": "group phrase"}
+GROUP_PASS = {"MEMVAULT_SYNC_PASSPHRASE": SYNC_PASSPHRASE.decode()}
 
 
 def test_init_join_sync_and_status_from_the_command_line(tmp_path):
@@ -67,3 +69,51 @@ def test_init_join_sync_and_status_from_the_command_line(tmp_path):
         down = run_cli("sync", vault=a, timeout=120)
         assert down.returncode == 1
         assert "could not be reached" in assert_one_line_error(down)
+
+
+@pytest.fixture
+def make_device(tmp_path):
+    made: list[Device] = []
+
+    def make(name: str, server) -> Device:
+        made.append(Device(tmp_path, name, server))
+        return made[-1]
+
+    yield make
+    for device in made:
+        device.close()
+
+
+def test_sync_through_the_daemon_of_a_mounted_vault(tmp_path, make_device):
+    from ..fsutil import make_env, mounted
+
+    base = tmp_path / "a"
+    base.mkdir()
+    env = {**make_env(base), **GROUP_PASS}
+    vault = Path(env["MEMVAULT_VAULT"])
+    with SERVERS["webdav"](tmp_path) as server:
+        cfg = ["--rclone-config", str(server.config)]
+        assert run_cli("init", *FAST, vault=vault, env=env).returncode == 0
+        started = run_cli(
+            "sync", "init", server.remote, "--name", "mounted", *cfg, *FAST, vault=vault, env=env
+        )
+        assert started.returncode == 0, started.stderr
+        b = make_device("desk", server)
+        b.join()
+        with mounted(base, init=False) as m:
+            m.env.update(GROUP_PASS)
+            (m.root / "notes").mkdir()
+            (m.root / "notes" / "from-mount.md").write_bytes(b"written through the mount\n")
+            refused = m.cli("sync", "join", server.remote, *cfg)
+            assert refused.returncode != 0 and "lock it" in assert_one_line_error(refused)
+            done = m.cli("sync")
+            assert done.returncode == 0, done.stderr
+            assert b"sent 2 change(s)" in done.stderr  # the directory and the file
+            b.sync()
+            assert b.tree()["notes/from-mount.md"] == b"written through the mount\n"
+            b.vault.put("notes/from-desk.md", b"arrives in the mount\n")
+            b.sync()
+            assert m.cli("sync").returncode == 0
+            assert (m.root / "notes" / "from-desk.md").read_bytes() == b"arrives in the mount\n"
+            status = json.loads(m.cli("sync", "status", "--json").stdout)
+            assert status["pending"] == 0 and status["device"] == "mounted"
