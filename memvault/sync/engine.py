@@ -64,7 +64,7 @@ def dir_memory(state: SyncState, path: str) -> str:
     """A directory's memory id: the same on every device for one path (keyed, so
     it says nothing of the path)."""
     mac = hashlib.blake2b(
-        path.encode(), key=bytes(state.group_key[:32]), digest_size=16, person=b"mv.sync.dir"
+        path.encode(), key=bytes(state.group_key), digest_size=16, person=b"mv.sync.dir"
     )
     return mac.hexdigest()
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from ..crypto.context import Kind
 from ..vault.schema import SYNC_KEY
-from .merge import DIRECTORY, FILE, Op, Version
+from .merge import Op, Version
 from .objects import Device
 
 FORMAT = 1
@@ -139,6 +139,3 @@ def load(vault) -> SyncState | None:
 def save(vault, state: SyncState, *, forgets: bool = False) -> None:
     """``forgets``: this state drops what a shred removed (the old one is compacted away)."""
     vault.put_sealed_setting(SYNC_KEY, Kind.SYNC, state.encode(), forgets=forgets)
-
-
-__all__ = ["DIRECTORY", "FILE", "Local", "SyncState", "load", "save"]
