@@ -11,11 +11,10 @@ from ..crypto.kdf import DEFAULT_KDF
 from ..errors import NotSynced, UsageError, VaultNotFound
 from ..fs import control
 from ..fs.runtime import MountError
-from ..locations import runtime_dir
 from ..passphrase import read_sync_passphrase
 from ..sync import group
 from ..sync.engine import Sync
-from ..sync.remote import RcloneRemote, scratch_dir
+from ..sync.remote import rclone_remote
 from ..sync.state import load
 from ..vault import Vault
 from . import output
@@ -38,10 +37,6 @@ the group's passphrase ($MEMVAULT_SYNC_PASSPHRASE, or asked) opens its key.
 Changes made on two devices without seeing each other both survive: the
 later keeps the name, the other becomes `name (conflict from DEVICE DATE).md`.
 """
-
-
-def _remote(spec: str, config: str | None) -> RcloneRemote:
-    return RcloneRemote(spec, config=config, scratch=scratch_dir(runtime_dir()))
 
 
 def _config(args: argparse.Namespace) -> str | None:
@@ -98,7 +93,7 @@ def _create_for_join(args: argparse.Namespace) -> None:
 
 
 def _init(args: argparse.Namespace, vault) -> int:
-    remote = _remote(args.remote, _config(args))
+    remote = rclone_remote(args.remote, _config(args))
     secret = read_sync_passphrase(from_stdin=False, confirm=True)
     kdf = kdf_from(args) or DEFAULT_KDF
     state = group.start(vault, remote, secret, name=args.name, config=_config(args), kdf=kdf)
@@ -111,7 +106,7 @@ def _init(args: argparse.Namespace, vault) -> int:
 
 def _join(args: argparse.Namespace) -> int:
     """The group's passphrase is checked first: a typo creates no vault."""
-    remote = _remote(args.remote, _config(args))
+    remote = rclone_remote(args.remote, _config(args))
     opened = group.open_group(remote, read_sync_passphrase(from_stdin=False))
     if not vault_path(args).exists():
         _create_for_join(args)
@@ -124,7 +119,7 @@ def _join(args: argparse.Namespace) -> int:
 
 
 def _once(args: argparse.Namespace, vault, state) -> int:
-    remote = _remote(state.remote, state.rclone_config)
+    remote = rclone_remote(state.remote, state.rclone_config)
     report = Sync(vault, state, remote).run()
     output.note(report.sentence())
     return 0

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..errors import RemoteUnavailable, UsageError
+from ..locations import runtime_dir
 
 INCOMING = "incoming"
 ATTEMPTS = 4
@@ -192,3 +193,8 @@ def scratch_dir(state_dir: Path) -> Path:
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(path, 0o700)
     return path
+
+
+def rclone_remote(spec: str, config: str | None) -> RcloneRemote:
+    """The remote a sync uses, staging through this user's runtime directory."""
+    return RcloneRemote(spec, config=config, scratch=scratch_dir(runtime_dir()))

@@ -7,10 +7,9 @@ import threading
 from typing import Any
 
 from ..errors import NotSynced
-from ..locations import runtime_dir
 from . import group
 from .engine import Sync
-from .remote import RcloneRemote, scratch_dir
+from .remote import rclone_remote
 from .state import load
 
 _one_at_a_time = threading.Lock()
@@ -24,7 +23,5 @@ def serve(vault, request: dict[str, Any]) -> dict[str, Any]:
             raise NotSynced()
         if request.get("action") == "status":
             return group.status(vault, state)
-        remote = RcloneRemote(
-            state.remote, config=state.rclone_config, scratch=scratch_dir(runtime_dir())
-        )
+        remote = rclone_remote(state.remote, state.rclone_config)
         return {"sentence": Sync(vault, state, remote).run().sentence()}
