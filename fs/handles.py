@@ -24,8 +24,12 @@ class OpenFile:
     record_id: bytes
     handles: set[int] = field(default_factory=set)
     _chunks: OrderedDict[int, bytearray] = field(default_factory=OrderedDict)
+    stale: bool = False  # changed behind the mount (a sync): drop the chunks at the next request
 
     def chunk(self, index: int) -> bytearray | None:
+        if self.stale:  # set by another thread after its change: cleared here, in the mount's
+            self.stale = False
+            self._chunks.clear()
         found = self._chunks.get(index)
         if found is not None:
             self._chunks.move_to_end(index)

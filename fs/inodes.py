@@ -28,6 +28,10 @@ class InodeTable:
             self._by_inode[inode] = record_id
         return inode
 
+    def known(self, record_id: bytes) -> int | None:
+        """The inode of a record if one was issued (read from any thread)."""
+        return self._by_record.get(record_id)
+
     def record(self, inode: int) -> bytes | None:
         """The record of an inode (None for the root); KeyError if never issued."""
         if inode == ROOT:

@@ -26,7 +26,7 @@ from .. import audit_requests, keys, signing
 from ..crypto import wipe
 from ..errors import UsageError
 from ..search import SearchService, open_search
-from ..sync import requests as sync_requests
+from ..sync.service import SyncService
 from ..vault import Vault
 from ..vault.audit import Caller, current_caller, name_process
 from .control_server import ControlServer
@@ -68,11 +68,13 @@ def serve(
     search = open_search(vault, threads=1, workers=EMBED_WORKERS)
     ops = VaultOperations(vault, search=search, mountpoint=str(mountpoint))
     record = MountRecord(str(vault.path), str(mountpoint), os.getpid(), time.time())
-    daemon = _Daemon(vault, search, record)
+    syncing = SyncService(vault, on_applied=ops.forget_paths)
+    daemon = _Daemon(vault, search, syncing, record)
     pyfuse3.init(ops, str(mountpoint), mount_options(allow_other))
     try:
         record.save()
         search.start()
+        syncing.start()
         threading.Thread(target=search.index_all, name="indexer", daemon=True).start()
         trio.run(daemon.run, on_ready)
     finally:
@@ -85,9 +87,12 @@ def serve(
 class _Daemon:
     """One mount's life: serving, answering control requests, locking once."""
 
-    def __init__(self, vault: Vault, search: SearchService, record: MountRecord) -> None:
+    def __init__(
+        self, vault: Vault, search: SearchService, syncing: SyncService, record: MountRecord
+    ) -> None:
         self.vault = vault
         self.search = search
+        self.syncing = syncing
         self.record = record
         self.control = ControlServer(
             record.control_path,
@@ -145,6 +150,7 @@ class _Daemon:
                 self._terminate(f"received {signal.Signals(signum).name}")
 
     def unmount(self) -> None:
+        self.syncing.stop()  # its kernel notices need the FUSE session: it goes first
         if self._mounted:
             self._mounted = False
             pyfuse3.close(unmount=True)
@@ -157,6 +163,7 @@ class _Daemon:
         if self._lock_caller is not None:  # this thread's context: the lock is theirs
             current_caller.set(self._lock_caller)
         try:
+            self.syncing.stop()
             self.search.stop()
             self.record.remove()
             self.vault.close()
@@ -240,8 +247,8 @@ class _Daemon:
         )
 
     async def _sync(self, request: dict[str, Any]) -> dict[str, Any]:
-        """One sync (or its status) through this vault, in a worker thread."""
-        return await trio.to_thread.run_sync(sync_requests.serve, self.vault, request)
+        """A sync, its status, or watching on or off: answered by the sync thread."""
+        return await trio.to_thread.run_sync(self.syncing.serve, request)
 
     async def _backup(self, request: dict[str, Any]) -> dict[str, Any]:
         """A consistent copy of the vault as committed now (requests wait for it)."""

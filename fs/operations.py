@@ -17,6 +17,7 @@ page cache is never stale). search/ is handled here too (see searchtree.py).
 from __future__ import annotations
 
 import base64
+import contextlib
 import errno
 import functools
 import itertools
@@ -174,6 +175,32 @@ class VaultOperations(pyfuse3.Operations):
         if len(chunk) < length:
             chunk.extend(bytes(length - len(chunk)))
         return chunk
+
+    def forget_paths(self, changed: set[str]) -> None:
+        """Paths changed behind the mount (by a sync, in its own thread): the kernel
+        drops what it cached of them (names, attributes, pages), open files their
+        decrypted chunks. Never called from a request: the kernel's invalidation
+        may wait for one."""
+        for path in sorted(changed):
+            parent, name = paths.parent(path), paths.basename(path)
+            parent_inode = ROOT if parent == paths.ROOT else self._known_inode(parent)
+            if parent_inode is not None:
+                pyfuse3.invalidate_entry_async(parent_inode, os.fsencode(name), ignore_enoent=True)
+            inode = self._known_inode(path)
+            if inode is None:
+                continue
+            state = self.files.of_record(self.inodes.record(inode))
+            if state is not None:
+                state.stale = True
+            with contextlib.suppress(OSError):  # not in the kernel's cache
+                pyfuse3.invalidate_inode(inode)
+
+    def _known_inode(self, path: str) -> int | None:
+        """The inode the kernel may know ``path`` by (None: none was issued)."""
+        try:
+            return self.inodes.known(self.vault.record_id(path))
+        except MemvaultError:
+            return None
 
     # -- names and attributes --------------------------------------------------
 

@@ -4,6 +4,8 @@ only ever holds ciphertext (sync/)."""
 from __future__ import annotations
 
 import argparse
+import signal
+import threading
 import time
 from pathlib import Path
 
@@ -13,9 +15,10 @@ from ..fs import control
 from ..fs.runtime import MountError
 from ..passphrase import read_sync_passphrase
 from ..sync import group
-from ..sync.engine import Sync
+from ..sync.engine import Report, Sync
 from ..sync.remote import rclone_remote
-from ..sync.state import load
+from ..sync.service import POLL_S, SyncService
+from ..sync.state import load, save
 from ..vault import Vault
 from . import output
 from .common import (
@@ -31,7 +34,8 @@ SYNC_HELP = """\
 Keep this vault in step with other devices (and nothing else) through any
 rclone remote (S3, SFTP, WebDAV, ...): `sync init REMOTE:PATH` starts a group
 with this vault as its first device, `sync join REMOTE:PATH` on another
-machine adds that one, `sync` sends and receives once, `sync status` shows
+machine adds that one, `sync` sends and receives once, `sync --watch` keeps
+the mount syncing by itself (within seconds of a change), `sync status` shows
 the devices. Everything on the remote is sealed and signed on the device;
 the group's passphrase ($MEMVAULT_SYNC_PASSPHRASE, or asked) opens its key.
 Changes made on two devices without seeing each other both survive: the
@@ -54,10 +58,19 @@ def _mounted(args: argparse.Namespace, action: str) -> int | None:
             f"The vault {vault_path(args)} is unlocked; lock it to {action} a sync group "
             "(syncing afterwards works mounted)."
         )
+    if action == "now" and args.watch is not None:
+        action = "watch" if args.watch else "unwatch"
     answer = control.ask(record.control_path, "sync", pid=record.pid, action=action, timeout=None)
     if action == "status":
         return _show_status(args, answer)
     output.note(answer["sentence"])
+    if action == "watch":
+        output.note(
+            f"The mount now syncs by itself (every {POLL_S:g} s, and after each change), "
+            "now and whenever it is unlocked again; `memvault sync --no-watch` stops that."
+        )
+    elif action == "unwatch":
+        output.note("The mount no longer syncs by itself.")
     return 0
 
 
@@ -67,6 +80,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
         raise UsageError(f"`memvault sync {action}` needs REMOTE:PATH (an rclone remote).")
     if action not in ("init", "join") and args.remote:
         raise UsageError(f"Unknown sync action {action!r}; see `memvault sync --help`.")
+    if action != "now" and args.watch is not None:
+        raise UsageError("--watch and --no-watch go with `memvault sync` alone.")
     through_daemon = _mounted(args, action)
     if through_daemon is not None:
         return through_daemon
@@ -93,12 +108,14 @@ def _create_for_join(args: argparse.Namespace) -> None:
 
 
 def _init(args: argparse.Namespace, vault) -> int:
-    remote = rclone_remote(args.remote, _config(args))
-    secret = read_sync_passphrase(from_stdin=False, confirm=True)
-    kdf = kdf_from(args) or DEFAULT_KDF
-    state = group.start(vault, remote, secret, name=args.name, config=_config(args), kdf=kdf)
-    output.note(f"Started a sync group at {remote.spec}; this vault is its device {state.name!r}.")
-    report = Sync(vault, state, remote).run()
+    with rclone_remote(args.remote, _config(args)) as remote:
+        secret = read_sync_passphrase(from_stdin=False, confirm=True)
+        kdf = kdf_from(args) or DEFAULT_KDF
+        state = group.start(vault, remote, secret, name=args.name, config=_config(args), kdf=kdf)
+        output.note(
+            f"Started a sync group at {remote.spec}; this vault is its device {state.name!r}."
+        )
+        report = Sync(vault, state, remote).run()
     output.note(report.sentence())
     output.note(f"On another machine: `memvault sync join {remote.spec}` with the same passphrase.")
     return 0
@@ -106,22 +123,50 @@ def _init(args: argparse.Namespace, vault) -> int:
 
 def _join(args: argparse.Namespace) -> int:
     """The group's passphrase is checked first: a typo creates no vault."""
-    remote = rclone_remote(args.remote, _config(args))
-    opened = group.open_group(remote, read_sync_passphrase(from_stdin=False))
-    if not vault_path(args).exists():
-        _create_for_join(args)
-    with open_in_process(args) as vault:
-        state = group.join(vault, remote, opened, name=args.name, config=_config(args))
-        output.note(f"Joined the sync group at {remote.spec} as device {state.name!r}.")
-        report = Sync(vault, state, remote).run()
+    with rclone_remote(args.remote, _config(args)) as remote:
+        opened = group.open_group(remote, read_sync_passphrase(from_stdin=False))
+        if not vault_path(args).exists():
+            _create_for_join(args)
+        with open_in_process(args) as vault:
+            state = group.join(vault, remote, opened, name=args.name, config=_config(args))
+            output.note(f"Joined the sync group at {remote.spec} as device {state.name!r}.")
+            report = Sync(vault, state, remote).run()
     output.note(report.sentence())
     return 0
 
 
 def _once(args: argparse.Namespace, vault, state) -> int:
-    remote = rclone_remote(state.remote, state.rclone_config)
-    report = Sync(vault, state, remote).run()
+    if args.watch:
+        return _watch_here(vault)
+    if args.watch is False and state.watch:
+        state.watch = False
+        save(vault, state)
+        output.note("Its mount will no longer sync by itself.")
+    with rclone_remote(state.remote, state.rclone_config) as remote:
+        report = Sync(vault, state, remote).run()
     output.note(report.sentence())
+    return 0
+
+
+def _watch_here(vault) -> int:
+    """The vault is locked: sync in the foreground until interrupted."""
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, lambda *_: stop.set())
+
+    def say(report: Report) -> None:
+        output.note(f"{time.strftime('%H:%M:%S')} {report.sentence()}")
+
+    service = SyncService(vault, on_report=say, watch=True)
+    service.start()
+    output.note(f"Syncing every {POLL_S:g} s and after each change until interrupted (Ctrl-C).")
+    try:
+        while not stop.wait(1.0):
+            if service.last_error:
+                output.note(f"{time.strftime('%H:%M:%S')} {service.last_error}")
+                service.last_error = None
+    finally:
+        service.stop()
     return 0
 
 
@@ -143,6 +188,10 @@ def _show_status(args: argparse.Namespace, report: dict) -> int:
         mark = " (this one)" if d["this"] else ""
         lines.append(f"  {d['name']}{mark}: {d['changes']} change(s), last {when}")
     lines.append(f"pending:   {report['pending']} change(s) to send")
+    if "watching" in report:
+        lines.append(f"watching:  {'yes' if report['watching'] else 'no'}")
+    if report.get("last_error"):
+        lines.append(f"last error: {report['last_error']}")
     lines.append(f"conflicts: {len(report['conflicts'])}")
     lines += [f"  {path}" for path in report["conflicts"]]
     output.data("\n".join(lines) + "\n")
@@ -168,6 +217,14 @@ def register(add) -> None:
         "--rclone-config",
         metavar="FILE",
         help="the rclone configuration that defines REMOTE (default: rclone's own)",
+    )
+    p.add_argument(
+        "--watch",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="keep syncing: an unlocked vault's mount syncs by itself from now on (and "
+        "after every unlock) until --no-watch; a locked vault syncs in the foreground "
+        "until interrupted",
     )
     p.add_argument("--json", action="store_true", help="with status: a JSON object")
     add_kdf_options(p)

@@ -50,6 +50,11 @@ class Report:
     removed: int = 0
     conflicts: list[str] = field(default_factory=list)
     keys_deleted: int = 0
+    touched: set[str] = field(default_factory=set)  # paths this sync changed here
+
+    @property
+    def changed_anything(self) -> bool:
+        return bool(self.pushed or self.pulled or self.touched)
 
     def sentence(self) -> str:
         parts = [f"sent {self.pushed} change(s)", f"received {self.pulled}"]
@@ -82,6 +87,7 @@ class Sync:
         self.remote = remote
         self.report = Report()
         self.bodies: dict[str, tuple[dict, bytes]] = {}  # version -> (header, content)
+        self.listing: dict[str, int] = {}  # the remote as pull() found it
         self._signer = SigningKey(state.seed)
 
     # -- (2) what the remote holds ---------------------------------------------------
@@ -92,7 +98,7 @@ class Sync:
     def pull(self) -> None:
         """Download and check everything new; raise RemoteTampered before changing anything."""
         st = self.state
-        listing = self.remote.list()
+        listing = self.listing = self.remote.list()
         logs: dict[str, list[int]] = defaultdict(list)
         new_devices, key_names = [], []
         for name in listing:
@@ -341,6 +347,7 @@ class Sync:
                     continue
                 temp = f"{TEMP_PREFIX}{memory}"
                 vault.rename(local.path, temp)
+                self.report.touched.add(local.path)
                 local.path = temp
         for memory, item in sorted(files.items(), key=lambda kv: kv[1].path):
             local = st.files.get(memory)
@@ -348,6 +355,7 @@ class Sync:
                 if local is not None and local.path != item.path:
                     self._make_parents(item.path)
                     vault.rename(local.path, item.path)
+                    self.report.touched.update((local.path, item.path))
                     local.path = item.path
                 stale = local is not None and local.version != str(item.version)
                 if local is None or (stale and self._unchanged(local)):
@@ -402,15 +410,18 @@ class Sync:
             meta = self.vault.put_record(bytes.fromhex(local.record), content)
             local.version, local.body_gen = str(item.version), meta.body_gen
         self.report.written += 1
+        self.report.touched.add(item.path)
 
     def _remove_file(self, local: Local) -> None:
         self.vault.delete(local.path)
         self.report.removed += 1
+        self.report.touched.add(local.path)
 
     def _make_parents(self, path: str) -> None:
         parent = paths.parent(path)
         if parent != paths.ROOT and not self.vault.exists(parent):
             self.vault.mkdir(parent, parents=True)
+            self.report.touched.update(paths.ancestors(path))
 
     def _settle_dirs(self, placed: dict[str, Placed]) -> None:
         """Directories: those the merged tree names or needs exist, the others go
@@ -424,11 +435,13 @@ class Sync:
         for path in sorted(wanted):
             if not self.vault.exists(path):
                 self.vault.mkdir(path, parents=True)
+                self.report.touched.add(path)
         local = {m.path for _, m in self.vault.walk_records() if m.type == VAULT_DIR}
         for path in sorted(local - wanted, key=lambda p: p.count("/"), reverse=True):
             if not self.vault.list(path):
                 self.vault.delete(path)
                 self.report.removed += 1
+                self.report.touched.add(path)
         st.dirs = {path: dir_memory(st, path) for path in wanted}
 
     # -- (5) shreds reach the remote -------------------------------------------------

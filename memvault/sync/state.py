@@ -52,6 +52,7 @@ class SyncState:
     key_objects: dict[str, list[str]] = field(default_factory=dict)  # name -> versions
     files: dict[str, Local] = field(default_factory=dict)  # memory -> where it is here
     dirs: dict[str, str] = field(default_factory=dict)  # path -> memory of the directory
+    watch: bool = False  # a mount of this vault syncs by itself (service.py)
 
     # -- the clock -----------------------------------------------------------------
 
@@ -102,6 +103,7 @@ class SyncState:
             "key_objects": self.key_objects,
             "files": {m: [f.record, f.version, f.path, f.body_gen] for m, f in self.files.items()},
             "dirs": self.dirs,
+            "watch": self.watch,
         }
         return json.dumps(doc, separators=(",", ":")).encode()
 
@@ -128,6 +130,7 @@ class SyncState:
             key_objects=doc["key_objects"],
             files={m: Local(*f) for m, f in doc["files"].items()},
             dirs=doc["dirs"],
+            watch=bool(doc.get("watch", False)),
         )
 
 

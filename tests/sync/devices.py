@@ -26,11 +26,12 @@ class Device:
         self.path = self.home / "memory.vault"
         self.server = server
         self.vault = Vault.create(self.path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None)
+        self._remote = RcloneRemote(
+            server.remote, config=str(server.config), scratch=self.home / "scratch"
+        )
 
     def remote(self) -> RcloneRemote:
-        return RcloneRemote(
-            self.server.remote, config=str(self.server.config), scratch=self.home / "scratch"
-        )
+        return self._remote
 
     def start_group(self) -> Report:
         state = group.start(
@@ -62,4 +63,5 @@ class Device:
         return out
 
     def close(self) -> None:
+        self._remote.close()
         self.vault.close()

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_one_line_error, run_cli
+from tests.conftest import PASSPHRASE, assert_one_line_error, run_cli
 
 from .devices import SYNC_PASSPHRASE, Device
 from .servers import SERVERS, servers_unavailable
@@ -117,3 +123,113 @@ def test_sync_through_the_daemon_of_a_mounted_vault(tmp_path, make_device):
             assert (m.root / "notes" / "from-desk.md").read_bytes() == b"arrives in the mount\n"
             status = json.loads(m.cli("sync", "status", "--json").stdout)
             assert status["pending"] == 0 and status["device"] == "mounted"
+
+
+def _eventually(check, what: str, timeout: float = 90.0):
+    """Wait for ``check()`` to be truthy (a deadline against hanging, not a timing claim)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"never happened: {what}")
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def test_watching_mounts_show_each_others_changes_by_themselves(tmp_path):
+    """Two mounted vaults with `sync --watch`: writes, edits of a file the other mount
+    has cached, renames and removals arrive without anyone asking; watching
+    survives a lock and unlock; --no-watch stops it."""
+    from ..fsutil import mounted
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with (
+        SERVERS["sftp"](tmp_path) as server,
+        mounted(tmp_path / "a") as a,
+        mounted(tmp_path / "b") as b,
+    ):
+        cfg = ["--rclone-config", str(server.config)]
+        for m in (a, b):
+            m.env.update(GROUP_PASS)
+        a.lock()
+        assert a.cli("sync", "init", server.remote, "--name", "a", *cfg, *FAST).returncode == 0
+        b.lock()
+        joined = b.cli("sync", "join", server.remote, "--name", "b", *cfg, *FAST)
+        assert joined.returncode == 0, joined.stderr
+        for m in (a, b):
+            assert m.unlock().returncode == 0
+            watching = m.cli("sync", "--watch")
+            assert watching.returncode == 0, watching.stderr
+            assert b"syncs by itself" in watching.stderr
+
+        (a.root / "plans").mkdir()
+        (a.root / "plans" / "q3.md").write_bytes(b"first draft\n")
+        _eventually(lambda: _read(b.root / "plans" / "q3.md") == b"first draft\n", "a -> b")
+        assert (a.root / "plans" / "q3.md").read_bytes() == b"first draft\n"  # a caches it
+
+        (b.root / "plans" / "q3.md").write_bytes(b"second draft, from b\n")
+        _eventually(
+            lambda: _read(a.root / "plans" / "q3.md") == b"second draft, from b\n",
+            "an edit on b replaces what a's kernel had cached",
+        )
+        (a.root / "plans" / "q3.md").rename(a.root / "plans" / "q4.md")
+        _eventually(lambda: _read(b.root / "plans" / "q4.md") is not None, "a rename")
+        assert not (b.root / "plans" / "q3.md").exists()
+        (b.root / "plans" / "q4.md").unlink()
+        _eventually(lambda: not (a.root / "plans" / "q4.md").exists(), "a removal")
+
+        b.lock()
+        assert b.unlock().returncode == 0
+        status = json.loads(b.cli("sync", "status", "--json").stdout)
+        assert status["watching"] is True and status["last_error"] is None
+        stopped = b.cli("sync", "--no-watch")
+        assert stopped.returncode == 0 and b"no longer" in stopped.stderr
+        assert json.loads(b.cli("sync", "status", "--json").stdout)["watching"] is False
+        (a.root / "later.md").write_bytes(b"b no longer watches\n")
+        time.sleep(6)  # a sends it (a still watches); b must not fetch it by itself
+        assert not (b.root / "later.md").exists()
+        assert b.cli("sync").returncode == 0
+        assert (b.root / "later.md").read_bytes() == b"b no longer watches\n"
+
+
+def test_watching_a_locked_vault_in_the_foreground(tmp_path, make_device):
+    a_vault = tmp_path / "a" / "memory.vault"
+    a_vault.parent.mkdir()
+    with SERVERS["sftp"](tmp_path) as server:
+        cfg = ["--rclone-config", str(server.config)]
+        assert run_cli("init", *FAST, vault=a_vault).returncode == 0
+        started = run_cli("sync", "init", server.remote, *cfg, *FAST, vault=a_vault, env=GROUP_PASS)
+        assert started.returncode == 0, started.stderr
+        b = make_device("desk", server)
+        b.join()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_")}
+        env.update(MEMVAULT_VAULT=str(a_vault), MEMVAULT_PASSPHRASE=PASSPHRASE.decode())
+        watcher = subprocess.Popen(
+            [sys.executable, "-m", "memvault", "sync", "--watch"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        said: list[bytes] = []
+        reader = threading.Thread(target=lambda: said.extend(iter(watcher.stderr.readline, b"")))
+        reader.start()
+        try:
+            _eventually(lambda: any(b"until interrupted" in line for line in said), "started")
+            b.vault.put("from-desk.md", b"picked up by the watcher\n")
+            b.sync()
+            _eventually(lambda: any(b"received 1" in line for line in said), "received")
+        finally:
+            watcher.send_signal(signal.SIGINT)
+            watcher.wait(timeout=60)
+            reader.join()
+        assert watcher.returncode == 0, b"".join(said)
+        assert run_cli("get", "from-desk.md", vault=a_vault).stdout == b"picked up by the watcher\n"
