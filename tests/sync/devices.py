@@ -35,13 +35,20 @@ class Device:
 
     def start_group(self) -> Report:
         state = group.start(
-            self.vault, self.remote(), bytearray(SYNC_PASSPHRASE), name=self.name, kdf=FAST_KDF
+            self.vault,
+            self.remote(),
+            bytearray(SYNC_PASSPHRASE),
+            name=self.name,
+            kdf=FAST_KDF,
+            config=str(self.server.config),
         )
         return Sync(self.vault, state, self.remote()).run()
 
     def join(self) -> Report:
         opened = group.open_group(self.remote(), bytearray(SYNC_PASSPHRASE))
-        state = group.join(self.vault, self.remote(), opened, name=self.name)
+        state = group.join(
+            self.vault, self.remote(), opened, name=self.name, config=str(self.server.config)
+        )
         return Sync(self.vault, state, self.remote()).run()
 
     def state(self) -> SyncState:
