@@ -60,7 +60,14 @@ def _mounted(args: argparse.Namespace, action: str) -> int | None:
         )
     if action == "now" and args.watch is not None:
         action = "watch" if args.watch else "unwatch"
-    answer = control.ask(record.control_path, "sync", pid=record.pid, action=action, timeout=None)
+    answer = control.ask(
+        record.control_path,
+        "sync",
+        pid=record.pid,
+        action=action,
+        compact=args.compact,
+        timeout=None,
+    )
     if action == "status":
         return _show_status(args, answer)
     output.note(answer["sentence"])
@@ -80,8 +87,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
         raise UsageError(f"`memvault sync {action}` needs REMOTE:PATH (an rclone remote).")
     if action not in ("init", "join") and args.remote:
         raise UsageError(f"Unknown sync action {action!r}; see `memvault sync --help`.")
-    if action != "now" and args.watch is not None:
-        raise UsageError("--watch and --no-watch go with `memvault sync` alone.")
+    if action != "now" and (args.watch is not None or args.compact):
+        raise UsageError("--watch, --no-watch and --compact go with `memvault sync` alone.")
     through_daemon = _mounted(args, action)
     if through_daemon is not None:
         return through_daemon
@@ -143,7 +150,7 @@ def _once(args: argparse.Namespace, vault, state) -> int:
         save(vault, state)
         output.note("Its mount will no longer sync by itself.")
     with rclone_remote(state.remote, state.rclone_config) as remote:
-        report = Sync(vault, state, remote).run()
+        report = Sync(vault, state, remote).run(compact=args.compact)
     output.note(report.sentence())
     return 0
 
@@ -225,6 +232,12 @@ def register(add) -> None:
         help="keep syncing: an unlocked vault's mount syncs by itself from now on (and "
         "after every unlock) until --no-watch; a locked vault syncs in the foreground "
         "until interrupted",
+    )
+    p.add_argument(
+        "--compact",
+        action="store_true",
+        help="rewrite this device's whole log on the remote now, without the content of "
+        "replaced versions (otherwise done as the log grows)",
     )
     p.add_argument("--json", action="store_true", help="with status: a JSON object")
     add_kdf_options(p)

@@ -9,7 +9,9 @@ in sequence, the key objects); any failure stops the sync before anything
 is applied, and the next sync downloads it again. (3) All changes seen
 merge into one tree (merge.py) that (4) is written into the vault. (5)
 Versions that a deletion removed lose their keys on the remote: the key
-objects holding them are rewritten without them and deleted.
+objects holding them are rewritten without them and deleted. (6) Once
+this device's log has grown to COMPACT_SEGMENTS objects, its newest become
+one snapshot without the content of replaced versions, whose keys go too.
 
 Only memories (files) and directories sync; symbolic links stay local.
 """
@@ -22,6 +24,7 @@ import os
 import secrets
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nacl.signing import SigningKey
@@ -38,6 +41,9 @@ from .state import Local, SyncState, save
 
 LOG_BATCH_BYTES = 4 << 20
 """A push larger than this is split into several log entries."""
+PULL_ATTEMPTS = 3
+COMPACT_SEGMENTS = 16
+"""A device's log is compacted once it is this many objects (see Sync.compact)."""
 TEMP_PREFIX = ".memvault-sync-"
 CONFLICT_MARK = " (conflict from "
 
@@ -50,6 +56,7 @@ class Report:
     removed: int = 0
     conflicts: list[str] = field(default_factory=list)
     keys_deleted: int = 0
+    compacted: int = 0  # objects of this device's log a snapshot replaced
     touched: set[str] = field(default_factory=set)  # paths this sync changed here
 
     @property
@@ -60,6 +67,8 @@ class Report:
         parts = [f"sent {self.pushed} change(s)", f"received {self.pulled}"]
         if self.written or self.removed:
             parts.append(f"wrote {self.written} and removed {self.removed} here")
+        if self.compacted:
+            parts.append(f"compacted {self.compacted} object(s) of this device's log into one")
         if self.conflicts:
             parts.append(f"{len(self.conflicts)} conflict copy(ies): {', '.join(self.conflicts)}")
         return "Synced: " + ", ".join(parts) + "."
@@ -72,6 +81,10 @@ def dir_memory(state: SyncState, path: str) -> str:
         path.encode(), key=bytes(state.group_key), digest_size=16, person=b"mv.sync.dir"
     )
     return mac.hexdigest()
+
+
+class _Vanished(Exception):
+    """An object listed a moment ago is gone (its device compacted its log)."""
 
 
 def _now_ms() -> int:
@@ -88,6 +101,7 @@ class Sync:
         self.report = Report()
         self.bodies: dict[str, tuple[dict, bytes]] = {}  # version -> (header, content)
         self.listing: dict[str, int] = {}  # the remote as pull() found it
+        self.segments: dict[str, list[tuple[int, int, str]]] = {}  # device -> its log objects
         self._signer = SigningKey(state.seed)
 
     # -- (2) what the remote holds ---------------------------------------------------
@@ -96,50 +110,55 @@ class Sync:
         return RemoteTampered(self.remote.spec, what)
 
     def pull(self) -> None:
-        """Download and check everything new; raise RemoteTampered before changing anything."""
+        """Download and check everything new; raise RemoteTampered before changing
+        anything. An object that vanishes between the listing and its download (a
+        device compacting its log) makes the pull start over, a few times."""
+        for _ in range(PULL_ATTEMPTS - 1):
+            try:
+                return self._pull_once()
+            except _Vanished:
+                continue
+        try:
+            return self._pull_once()
+        except _Vanished as exc:
+            raise self._tampered(f"{exc.args[0]} vanished while it was being read") from None
+
+    def _pull_once(self) -> None:
         st = self.state
         listing = self.listing = self.remote.list()
-        logs: dict[str, list[int]] = defaultdict(list)
+        segments: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
         new_devices, key_names = [], []
         for name in listing:
             parts = name.split("/")
-            if parts[0] == "log" and len(parts) == 3 and parts[2].isdigit():
-                logs[parts[1]].append(int(parts[2]))
+            segment = objects.parse_segment(name)
+            if segment is not None:
+                device, first, last = segment
+                segments[device].append((first, last, name))
             elif parts[0] == "devices" and len(parts) == 2 and parts[1] not in st.devices:
                 new_devices.append(parts[1])
             elif parts[0] == "keys" and len(parts) == 2:
                 key_names.append(name)
-        wanted: dict[str, list[int]] = {}
         for device, (seen_seq, *_) in st.seen.items():
-            if seen_seq and device not in logs:
+            if seen_seq and device not in segments:
                 raise self._tampered(
                     f"the log of device {self._who(device)} is gone "
                     f"(this device had seen {seen_seq} change(s))"
                 )
-        for device, seqs in logs.items():
-            seqs.sort()
-            seen_seq = st.seen.get(device, [0, ""])[0]
-            if seqs[-1] < seen_seq:
-                raise self._tampered(
-                    f"the log of device {self._who(device)} was rolled back: it ends at "
-                    f"change {seqs[-1]}, this device had seen change {seen_seq}"
-                )
-            expected = seen_seq + 1
-            for seq in (s for s in seqs if s > seen_seq):
-                if seq != expected:
-                    raise self._tampered(
-                        f"change {expected} of device {self._who(device)} is missing"
-                    )
-                expected += 1
-            new = [s for s in seqs if s > seen_seq]
-            if new:
-                wanted[device] = new
+        self.segments = segments
+        wanted = {}
+        for device, found in segments.items():
+            plan = self._plan(device, found)
+            if plan:
+                wanted[device] = plan
         fresh_keys = [n for n in key_names if n not in st.key_objects]
-        names = [objects.device_name(d) for d in new_devices] + fresh_keys
-        names += [objects.log_name(d, s) for d, seqs in wanted.items() for s in seqs]
-        got = self.remote.get_many(names)
+        needed = [objects.device_name(d) for d in new_devices]
+        needed += [name for plan in wanted.values() for _, _, name in plan]
+        got = self.remote.get_many(needed + fresh_keys)
+        for name in needed:
+            if name not in got:
+                raise _Vanished(name)
         for device in new_devices:
-            raw = self._need(got, objects.device_name(device))
+            raw = got[objects.device_name(device)]
             try:
                 st.devices[device] = objects.open_device(st.group, st.group_key, device, raw)
             except ObjectError as exc:
@@ -156,46 +175,61 @@ class Sync:
             st.keys.update({v: k.hex() for v, k in keys.items()})
         for name in [n for n in st.key_objects if n not in listing]:
             del st.key_objects[name]  # rewritten or deleted by a shred
-        for device, seqs in wanted.items():
-            self._take_log(device, seqs, got)
+        for device, plan in wanted.items():
+            self._take_log(device, plan, got)
+
+    def _plan(self, device: str, found: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+        """The objects that carry a device's log past what this device has seen."""
+        seen_seq = self.state.seen.get(device, [0, ""])[0]
+        top = max(last for _, last, _ in found)
+        if top < seen_seq:
+            raise self._tampered(
+                f"the log of device {self._who(device)} was rolled back: it ends at "
+                f"change {top}, this device had seen change {seen_seq}"
+            )
+        plan = _chain(found, seen_seq)
+        reached = plan[-1][1] if plan else seen_seq
+        if reached < top:
+            raise self._tampered(f"change {reached + 1} of device {self._who(device)} is missing")
+        return plan
 
     def _who(self, device: str) -> str:
         known = self.state.devices.get(device)
         return f"{known.name} ({device[:8]})" if known else device[:8]
 
-    def _need(self, got: dict[str, bytes], name: str) -> bytes:
-        raw = got.get(name)
-        if raw is None:
-            raise self._tampered(f"{name} vanished while it was being read")
-        return raw
-
-    def _take_log(self, device: str, seqs: list[int], got: dict[str, bytes]) -> None:
+    def _take_log(self, device: str, plan: list[tuple[int, int, str]], got) -> None:
         st = self.state
         enrolled = st.devices.get(device)
         if enrolled is None:
             raise self._tampered(f"changes come from device {device[:8]}, which is not enrolled")
-        prev = st.seen.get(device, [0, ""])[1]
-        for seq in seqs:
-            raw = self._need(got, objects.log_name(device, seq))
+        seq, prev = st.seen.get(device, [0, ""])[:2]
+        for first, last, name in plan:
             try:
-                entry, digest = objects.open_log(
-                    st.group, st.group_key, device, seq, enrolled.public_key, raw
-                )
+                if name.startswith("log/"):
+                    entry, digest = objects.open_log(
+                        st.group, st.group_key, device, first, enrolled.public_key, got[name]
+                    )
+                    start, ops, hlc = entry.prev, entry.ops, entry.hlc
+                else:
+                    snap = objects.open_snapshot(
+                        st.group, st.group_key, device, first, last, enrolled.public_key, got[name]
+                    )
+                    start, ops, hlc, digest = snap.prev, snap.ops, snap.hlc, snap.digest
             except ObjectError as exc:
                 raise self._tampered(f"{exc} (device {self._who(device)})") from None
-            if entry.prev != prev:
+            if first == seq + 1 and start != prev:  # a snapshot begun earlier cannot say
                 raise self._tampered(
-                    f"change {seq} of device {self._who(device)} does not follow change "
-                    f"{seq - 1} (replayed or reordered)"
+                    f"change {first} of device {self._who(device)} does not follow change "
+                    f"{seq} (replayed or reordered)"
                 )
-            for wire in entry.ops:
-                self._take_op(device, seq, wire)
-            st.observe(entry.hlc)
-            prev = digest
-            st.seen[device] = [seq, digest, entry.hlc]
-            self.report.pulled += len(entry.ops)
+            for wire in ops:
+                self.report.pulled += self._take_op(device, last, wire)
+            st.observe(hlc)
+            seq, prev = last, digest
+            st.seen[device] = [seq, digest, hlc]
 
-    def _take_op(self, device: str, seq: int, wire: dict) -> None:
+    def _take_op(self, device: str, seq: int, wire: dict) -> bool:
+        """True if the change was new here."""
         st = self.state
         try:
             version = Version.parse(wire["v"])
@@ -205,8 +239,10 @@ class Sync:
         except (KeyError, ValueError, TypeError):
             what = f"change {seq} of device {self._who(device)} is malformed"
             raise self._tampered(what) from None
+        if str(version) in st.ops:
+            return False  # known already (a snapshot repeats what this device saw)
         raw = {"m": memory, "b": wire.get("b"), "d": 1 if wire.get("d") else 0}
-        if not raw["d"]:
+        if not raw["d"] and "s" in wire:  # a compacted log keeps replaced versions bare
             key = st.keys.get(str(version))
             if key is not None:
                 try:
@@ -219,7 +255,8 @@ class Sync:
                     what = f"{exc} (change {seq} of device {self._who(device)})"
                     raise self._tampered(what) from None
                 self.bodies[str(version)] = (header, content)
-        st.ops.setdefault(str(version), raw)
+        st.ops[str(version)] = raw
+        return True
 
     # -- (1) this device's changes ---------------------------------------------------
 
@@ -270,11 +307,15 @@ class Sync:
 
     def _current_versions(self) -> dict[str, str]:
         """Each memory's latest head, as this device knows it."""
+        return {m: str(ranked[0].version) for m, ranked in self._heads().items()}
+
+    def _heads(self) -> dict[str, list[Op]]:
+        """Each memory's heads (the versions no change was made on), latest first."""
         by_memory: dict[str, list[Op]] = defaultdict(list)
         for version in self.state.ops:
             op = self.state.op_of(version)
             by_memory[op.memory].append(op)
-        return {m: str(heads(ops)[0].version) for m, ops in by_memory.items()}
+        return {m: heads(ops) for m, ops in by_memory.items()}
 
     def _new_op(self, wire_ops, new_keys, memory, base, header, content) -> str:
         """A change made here: sealed under a fresh key, recorded, queued for upload."""
@@ -454,12 +495,13 @@ class Sync:
         st = self.state
         placed_versions = {str(p.version) for p in placed.values()}
         live = {p.memory for p in placed.values()}
-        needed = {
-            v
-            for versions in st.key_objects.values()
-            for v in versions
-            if v in placed_versions or v not in st.ops or st.ops[v]["m"] in live
-        }
+        self._keep_keys(lambda v: v in placed_versions or v not in st.ops or st.ops[v]["m"] in live)
+
+    def _keep_keys(self, needed_version: Callable[[str], bool]) -> None:
+        """Rewrite the key objects holding a key no longer needed without it (one new
+        object for all the keys kept), then delete them."""
+        st = self.state
+        needed = {v for versions in st.key_objects.values() for v in versions if needed_version(v)}
         doomed = [
             n for n, versions in st.key_objects.items() if any(v not in needed for v in versions)
         ]
@@ -502,15 +544,102 @@ class Sync:
                 forgot = True
         return forgot
 
+    # -- (6) log compaction ------------------------------------------------------------
+
+    def compact(self, *, force: bool = False) -> None:
+        """This device's own log: once it has COMPACT_SEGMENTS objects (or when
+        ``force``d: all of them), its newest objects become one snapshot that
+        keeps the content of the versions still needed (every memory's heads)
+        and of the others only what the merge needs (memory, version, base);
+        the objects it replaces are deleted, and so are the keys of the
+        versions whose content it left out. The newest half at least, and older
+        objects as long as each is no larger than the newer ones taken so far:
+        a large early object is rewritten only when enough came after it."""
+        st = self.state
+        own = self.segments.get(st.device, [])
+        chain = _chain(own)
+        leftovers = [seg[2] for seg in own if seg not in chain]  # an interrupted compaction's
+        if chain and chain[-1][1] < max(last for _, last, _ in own):
+            raise self._tampered("this device's own log has a gap")
+        if len(chain) < 2 or (not force and len(chain) < COMPACT_SEGMENTS):
+            self.remote.delete_many(leftovers)
+            return
+        run = chain
+        if not force:
+            run = chain[-(COMPACT_SEGMENTS // 2) :]
+            total = sum(self.listing.get(name, 0) for _, _, name in run)
+            for seg in reversed(chain[: -len(run)]):
+                size = self.listing.get(seg[2], 0)
+                if size > total:
+                    break
+                run.insert(0, seg)
+                total += size
+        got = self.remote.get_many(name for _, _, name in run)
+        public_key = st.devices[st.device].public_key
+        ops: list[dict] = []
+        prev = digest = ""
+        for i, (first, last, name) in enumerate(run):
+            if name not in got:
+                raise self._tampered(f"{name} of this device vanished")
+            try:
+                if name.startswith("log/"):
+                    entry, digest = objects.open_log(
+                        st.group, st.group_key, st.device, first, public_key, got[name]
+                    )
+                    start, batch = entry.prev, entry.ops
+                else:
+                    snap = objects.open_snapshot(
+                        st.group, st.group_key, st.device, first, last, public_key, got[name]
+                    )
+                    start, batch, digest = snap.prev, snap.ops, snap.digest
+            except ObjectError as exc:
+                raise self._tampered(f"{exc} (this device)") from None
+            if i == 0:
+                prev = start
+            ops.extend(batch)
+        live = {str(op.version) for ranked in self._heads().values() for op in ranked}
+        kept = [op if op.get("v") in live else _bare(op) for op in ops]
+        snap = objects.Snapshot(st.device, run[0][0], run[-1][1], prev, digest, st.hlc, kept)
+        name = objects.snap_name(st.device, snap.first, snap.last)
+        self.remote.put_many(
+            {name: objects.seal_snapshot(st.group, st.group_key, self._signer, snap)}
+        )
+        self.remote.delete_many([n for _, _, n in run if n != name] + leftovers)
+        self._keep_keys(lambda v: v in live or v not in st.ops)
+        self.report.compacted += len(run)
+
     # -- all of it -------------------------------------------------------------------
 
-    def run(self) -> Report:
+    def run(self, *, compact: bool = False) -> Report:
+        """One sync; ``compact``: rewrite this device's whole log without what is
+        no longer needed (otherwise, as COMPACT_SEGMENTS says)."""
         self.push()  # saved on its own: what was sent is never sent twice
         self.pull()
         placed = self.apply()
         self.drop_removed_keys(placed)
+        self.compact(force=compact)
         save(self.vault, self.state, forgets=self.forget_removed(placed))
         return self.report
+
+
+def _bare(op: dict) -> dict:
+    """A replaced version as a compacted log keeps it: which memory, which version,
+    built on which (every device then finds the same heads), no content."""
+    return {k: op[k] for k in ("m", "v", "b", "d") if k in op}
+
+
+def _chain(found: list[tuple[int, int, str]], after: int = 0) -> list[tuple[int, int, str]]:
+    """The objects that carry a log on from change ``after`` (entries and snapshots,
+    the widest where some overlap, as while a compaction deletes what its
+    snapshot replaced), up to the first gap."""
+    chain, pos = [], after
+    while True:
+        covering = [seg for seg in found if seg[0] <= pos + 1 <= seg[1]]
+        if not covering:
+            return chain
+        best = max(covering, key=lambda seg: (seg[1], -seg[0]))
+        chain.append(best)
+        pos = best[1]
 
 
 def _batches(ops: list[dict], limit: int) -> list[list[dict]]:

@@ -10,6 +10,10 @@ Layout under ``REMOTE:PATH`` (every name random or a sequence number):
 - ``log/<device>/<sequence>``: one batch of a device's changes, signed by
   the device and sealed under the group key, bound to the group, device,
   sequence number and kind; each names the digest of the one before it;
+- ``snap/<device>/<first>-<last>``: a device's changes first..last in one
+  object (log compaction), without the versions a later change replaced or
+  a removal ended; signed and sealed like a log entry, it names the digest
+  before ``first`` and the digest of ``last``, so the log stays one chain;
 - ``keys/<random>``: the keys of memory versions (each version's path and
   content are sealed under a key of its own), sealed under the group key. A
   shred deletes the objects holding the keys of the versions it removes
@@ -38,7 +42,7 @@ from .merge import Version
 
 FORMAT = "memvault-sync/1"
 _DOMAIN = b"memvault-sync/1\x00"
-GROUP, DEVICE, LOG, KEYS, BODY = 1, 2, 3, 4, 5
+GROUP, DEVICE, LOG, KEYS, BODY, SNAP = 1, 2, 3, 4, 5, 6
 SIG_SIZE = 64
 SEQ_DIGITS = 12
 
@@ -69,6 +73,25 @@ def _open_padded(key: bytes | bytearray, sealed: bytes, binding: bytes, what: st
 
 def log_name(device: str, seq: int) -> str:
     return f"log/{device}/{seq:0{SEQ_DIGITS}d}"
+
+
+def snap_name(device: str, first: int, last: int) -> str:
+    return f"snap/{device}/{first:0{SEQ_DIGITS}d}-{last:0{SEQ_DIGITS}d}"
+
+
+def parse_segment(name: str) -> tuple[str, int, int] | None:
+    """(device, first, last) of a log entry or snapshot name; None for anything else."""
+    parts = name.split("/")
+    if len(parts) != 3:
+        return None
+    if parts[0] == "log" and parts[2].isdigit():
+        seq = int(parts[2])
+        return parts[1], seq, seq
+    if parts[0] == "snap":
+        first, _, last = parts[2].partition("-")
+        if first.isdigit() and last.isdigit() and int(first) <= int(last):
+            return parts[1], int(first), int(last)
+    return None
 
 
 def device_name(device: str) -> str:
@@ -209,6 +232,79 @@ def open_log(
     if entry.device != device or entry.seq != seq or not isinstance(entry.ops, list):
         raise ObjectError(f"{what} claims to be another change")
     return entry, digest(payload)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A device's changes ``first``..``last`` in one object (the versions still
+    needed); ``prev`` is the digest before ``first``, ``digest`` that of ``last``."""
+
+    device: str
+    first: int
+    last: int
+    prev: str
+    digest: str
+    hlc: int
+    ops: list[dict]
+
+    def payload(self) -> bytes:
+        doc = {
+            "device": self.device,
+            "first": self.first,
+            "last": self.last,
+            "prev": self.prev,
+            "digest": self.digest,
+            "hlc": self.hlc,
+            "ops": self.ops,
+        }
+        return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _signed_snap(group: bytes, payload: bytes) -> bytes:
+    return _DOMAIN + group + b"snap" + payload
+
+
+def seal_snapshot(group: bytes, key: bytearray, signer: SigningKey, snap: Snapshot) -> bytes:
+    payload = snap.payload()
+    signature = signer.sign(_signed_snap(group, payload)).signature
+    binding = ad(group, SNAP, snap_name(snap.device, snap.first, snap.last))
+    return _seal_padded(key, signature + payload, binding)
+
+
+def open_snapshot(
+    group: bytes,
+    key: bytearray,
+    device: str,
+    first: int,
+    last: int,
+    public_key: bytes,
+    sealed: bytes,
+) -> Snapshot:
+    what = f"changes {first}-{last} of device {device[:8]}"
+    raw = _open_padded(key, sealed, ad(group, SNAP, snap_name(device, first, last)), what)
+    signature, payload = raw[:SIG_SIZE], raw[SIG_SIZE:]
+    try:
+        VerifyKey(public_key).verify(_signed_snap(group, payload), signature)
+    except (BadSignatureError, ValueError):
+        raise ObjectError(f"{what} are not signed by that device's enrolled key") from None
+    doc = _json(payload, what)
+    try:
+        snap = Snapshot(
+            doc["device"],
+            int(doc["first"]),
+            int(doc["last"]),
+            doc["prev"],
+            doc["digest"],
+            int(doc["hlc"]),
+            doc["ops"],
+        )
+    except (KeyError, ValueError, TypeError):
+        raise ObjectError(f"{what} are malformed") from None
+    if (snap.device, snap.first, snap.last) != (device, first, last) or not isinstance(
+        snap.ops, list
+    ):
+        raise ObjectError(f"{what} claim to be other changes")
+    return snap
 
 
 # -- memory versions and their keys ----------------------------------------------------

@@ -96,8 +96,8 @@ class SyncService:
             self._thread.join()
 
     def serve(self, request: dict[str, Any]) -> dict[str, Any]:
-        """A `memvault sync` request (``action``: now, status, watch, unwatch),
-        answered by the sync thread; blocks until it is."""
+        """A `memvault sync` request (``action``: now, status, watch, unwatch;
+        ``compact``: the whole log now), answered by the sync thread; blocks until it is."""
         ask = _Ask(request)
         with self._cond:
             if self._stopped:
@@ -181,7 +181,7 @@ class SyncService:
             state.watch = self._watching = action == "watch"
             save(self.vault, state)
             self._next_poll = 0.0
-        report = self._sync(state)
+        report = self._sync(state, compact=bool(request.get("compact")))
         return {"sentence": report.sentence(), "watching": self._watching}
 
     def _watch_once(self) -> None:
@@ -224,13 +224,13 @@ class SyncService:
             remote = self._remote = rclone_remote(state.remote, state.rclone_config)
         return remote
 
-    def _sync(self, state: SyncState) -> Report:
+    def _sync(self, state: SyncState, *, compact: bool = False) -> Report:
         with self._cond:
             self._dirty_since = None  # what changes from now on is for the next sync
         self._last_full = time.monotonic()
         sync = Sync(self.vault, state, self._remote_for(state))
         try:
-            report = sync.run()
+            report = sync.run(compact=compact)
         except BaseException:
             with self._cond:  # not sent: sent by the next one
                 self._dirty_since = self._dirty_since or time.monotonic()

@@ -56,8 +56,8 @@ class Device:
         assert state is not None
         return state
 
-    def sync(self) -> Report:
-        return Sync(self.vault, self.state(), self.remote()).run()
+    def sync(self, *, compact: bool = False) -> Report:
+        return Sync(self.vault, self.state(), self.remote()).run(compact=compact)
 
     def tree(self) -> dict[str, bytes | None]:
         """Every file with its content, every directory as None."""

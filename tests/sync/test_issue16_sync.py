@@ -15,6 +15,7 @@ import pytest
 
 from memvault.errors import RemoteTampered, RemoteUnavailable
 from memvault.sync import objects
+from memvault.sync.engine import COMPACT_SEGMENTS
 from memvault.sync.merge import Version
 from tests.conftest import assert_nowhere
 
@@ -109,6 +110,7 @@ def test_three_devices_and_a_thousand_random_operations_converge(webdav_server, 
     for d in devices[1:]:
         d.join()
     written: dict[bytes, bool] = {}  # token -> still expected (nobody replaced it)
+    compacted = 0
 
     def tokens_of(data: bytes) -> list[bytes]:
         return [t for t in data.split(b"\n") if t.startswith(b"tok-")]
@@ -151,15 +153,22 @@ def test_three_devices_and_a_thousand_random_operations_converge(webdav_server, 
             if not d.vault.exists(path):
                 d.vault.mkdir(path)
         else:
-            d.sync()
+            compacted += d.sync().compacted
     for _ in range(2):
         for d in devices:
-            d.sync()
+            compacted += d.sync().compacted
+    assert compacted  # the logs were compacted on the way (COMPACT_SEGMENTS)
     trees = [d.tree() for d in devices]
     assert trees[0] == trees[1] == trees[2]
     present = {t for v in trees[0].values() if v is not None for t in tokens_of(v)}
     lost = [t for t, expected in written.items() if expected and t not in present]
     assert not lost
+    # every log compacted whole: a device joining now builds the same tree
+    for d in devices:
+        d.sync(compact=True)
+    late = make_device("late", webdav_server)
+    late.join()
+    assert late.tree() == trees[0]
 
 
 def test_a_shred_reaches_every_device_and_its_keys_leave_the_remote(webdav_server, make_device):
@@ -175,42 +184,100 @@ def test_a_shred_reaches_every_device_and_its_keys_leave_the_remote(webdav_serve
     b.sync()
     assert "burn.md" not in b.tree() and b.tree()["keep.md"] == b"keep me\n"
     # every object, opened with every key the group has: the shredded memory is in none
-    state = b.state()
-    root = webdav_server.root
+    opened = _every_readable_version(webdav_server.root, b.state())
+    assert ("keep.md", b"keep me\n") in opened
+    assert not [o for o in opened if o[0] == "burn.md" or b"PAYLOAD-TO-SHRED" in o[1]]
+    assert_nowhere([b"PAYLOAD-TO-SHRED", b"burn.md"], webdav_server.root)
+    # nor in what either device keeps of the group (sealed in its vault)
+    for device in (a, b):
+        assert b"burn.md" not in device.state().encode()
+
+
+def _every_readable_version(root: Path, state) -> list[tuple[str, bytes]]:
+    """(path, content) of every memory version that some object on the remote holds
+    and some key object still opens: log entries and snapshots alike."""
     keys = {}
     for path in (root / "keys").iterdir():
-        keys.update(
-            objects.open_keys(state.group, state.group_key, f"keys/{path.name}", path.read_bytes())
-        )
+        name = f"keys/{path.name}"
+        keys.update(objects.open_keys(state.group, state.group_key, name, path.read_bytes()))
     opened = []
-    for path in sorted((root / "log").rglob("*")):
-        if not path.is_file():
+    for path in sorted(root.rglob("*")):
+        segment = objects.parse_segment(path.relative_to(root).as_posix())
+        if segment is None or not path.is_file():
             continue
-        device, seq = path.parent.name, int(path.name)
-        entry, _ = objects.open_log(
-            state.group,
-            state.group_key,
-            device,
-            seq,
-            state.devices[device].public_key,
-            path.read_bytes(),
-        )
-        for op in entry.ops:
-            if "s" not in op:
-                continue
+        device, first, last = segment
+        public_key = state.devices[device].public_key
+        if path.parent.parent.name == "log":
+            entry, _ = objects.open_log(
+                state.group, state.group_key, device, first, public_key, path.read_bytes()
+            )
+            ops = entry.ops
+        else:
+            ops = objects.open_snapshot(
+                state.group, state.group_key, device, first, last, public_key, path.read_bytes()
+            ).ops
+        for op in ops:
             key = keys.get(op["v"])
-            if key is None:
+            if "s" not in op or key is None:
                 continue
             header, content = objects.open_body(
                 state.group, key, op["m"], Version.parse(op["v"]), base64.b64decode(op["s"])
             )
             opened.append((header["p"], content))
-    assert ("keep.md", b"keep me\n") in opened
-    assert not [o for o in opened if o[0] == "burn.md" or b"PAYLOAD-TO-SHRED" in o[1]]
-    assert_nowhere([b"PAYLOAD-TO-SHRED", b"burn.md"], root)
-    # nor in what either device keeps of the group (sealed in its vault)
-    for device in (a, b):
-        assert b"burn.md" not in device.state().encode()
+    return opened
+
+
+def test_each_device_compacts_its_log_and_replaced_versions_leave_the_remote(
+    webdav_server, make_device, tmp_path
+):
+    a, b = make_device("laptop", webdav_server), make_device("desk", webdav_server)
+    a.vault.put("plan.md", b"DRAFT-0\n")
+    a.vault.put("other.md", b"stays\n")
+    a.start_group()
+    b.join()
+    log = webdav_server.root / "log" / a.state().device
+    snaps = webdav_server.root / "snap" / a.state().device
+    kept_entry = tmp_path / "entry-3"
+    for i in range(1, COMPACT_SEGMENTS + 4):
+        a.vault.put("plan.md", f"DRAFT-{i}\n".encode())
+        a.sync()
+        if i == 2:
+            shutil.copy(log / f"{3:012d}", kept_entry)
+        if i == 5:
+            b.sync()  # b has seen change 6 of a: later it reads on from the middle of a snapshot
+    # at 16 objects, a merged its newest into one snapshot, and deleted them
+    assert sorted(p.name for p in snaps.iterdir())
+    assert len(list(log.iterdir())) + len(list(snaps.iterdir())) < COMPACT_SEGMENTS
+    # an old entry back next to the snapshot that replaced it (an interrupted
+    # compaction leaves such): still one valid chain for every reader
+    shutil.copy(kept_entry, log / f"{3:012d}")
+    c = make_device("new", webdav_server)
+    c.join()
+    b.sync()
+    final = f"DRAFT-{COMPACT_SEGMENTS + 3}\n".encode()
+    for device in (b, c):
+        assert device.tree() == a.tree()
+        assert device.tree()["plan.md"] == final
+    report = a.sync(compact=True)  # everything, now: one object, the leftover entry gone
+    assert report.compacted >= 2
+    assert not log.exists() or not list(log.iterdir())
+    assert len(list(snaps.iterdir())) == 1
+    opened = _every_readable_version(webdav_server.root, c.state())
+    drafts = sorted(content for path, content in opened if path == "plan.md")
+    assert drafts == [final]  # no replaced version is readable from the remote any more
+    assert ("other.md", b"stays\n") in opened
+    assert_nowhere([b"DRAFT-", b"plan.md"], webdav_server.root)
+    for device in (b, c):
+        device.sync()
+        assert device.tree() == a.tree()
+    # a flipped byte in a snapshot is named like one in an entry
+    d = make_device("late", webdav_server)
+    snapshot = next(snaps.iterdir())
+    raw = bytearray(snapshot.read_bytes())
+    raw[len(raw) // 2] ^= 0x01
+    snapshot.write_bytes(bytes(raw))
+    with pytest.raises(RemoteTampered, match="changes 1-.* of device"):
+        d.join()
 
 
 def _tamper_setup(server, make_device):
