@@ -26,7 +26,7 @@ from .. import audit_requests, keys, signing
 from ..crypto import wipe
 from ..errors import UsageError
 from ..search import SearchService, open_search
-from ..sync.service import SyncService
+from ..sync.service import SyncServices
 from ..vault import Vault
 from ..vault.audit import Caller, current_caller, name_process
 from .control_server import ControlServer
@@ -68,7 +68,7 @@ def serve(
     search = open_search(vault, threads=1, workers=EMBED_WORKERS)
     ops = VaultOperations(vault, search=search, mountpoint=str(mountpoint))
     record = MountRecord(str(vault.path), str(mountpoint), os.getpid(), time.time())
-    syncing = SyncService(vault, on_applied=ops.forget_paths)
+    syncing = SyncServices(vault, on_applied=ops.forget_paths)
     daemon = _Daemon(vault, search, syncing, record)
     pyfuse3.init(ops, str(mountpoint), mount_options(allow_other))
     try:
@@ -88,7 +88,7 @@ class _Daemon:
     """One mount's life: serving, answering control requests, locking once."""
 
     def __init__(
-        self, vault: Vault, search: SearchService, syncing: SyncService, record: MountRecord
+        self, vault: Vault, search: SearchService, syncing: SyncServices, record: MountRecord
     ) -> None:
         self.vault = vault
         self.search = search

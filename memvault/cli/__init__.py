@@ -29,13 +29,27 @@ from . import (
     mount,
     output,
     search,
+    share,
     sync,
     transfer,
     vault,
 )
 from .common import common_options
 
-GROUPS = (vault, integrity, audit, copies, keys, mount, search, ingest, transfer, agents, sync)
+GROUPS = (
+    vault,
+    integrity,
+    audit,
+    copies,
+    keys,
+    mount,
+    search,
+    ingest,
+    transfer,
+    agents,
+    sync,
+    share,
+)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -17,8 +17,7 @@ from ..passphrase import read_sync_passphrase
 from ..sync import group
 from ..sync.engine import Report, Sync
 from ..sync.remote import rclone_remote
-from ..sync.service import POLL_S, SyncService
-from ..sync.state import load, save
+from ..sync.service import POLL_S, SyncServices
 from ..vault import Vault
 from . import output
 from .common import (
@@ -43,7 +42,7 @@ later keeps the name, the other becomes `name (conflict from DEVICE DATE).md`.
 """
 
 
-def _config(args: argparse.Namespace) -> str | None:
+def sync_config(args: argparse.Namespace) -> str | None:
     given = getattr(args, "rclone_config", None)
     return str(Path(given).expanduser().absolute()) if given else None
 
@@ -58,25 +57,29 @@ def _mounted(args: argparse.Namespace, action: str) -> int | None:
             f"The vault {vault_path(args)} is unlocked; lock it to {action} a sync group "
             "(syncing afterwards works mounted)."
         )
+    answer = control.ask(
+        record.control_path, "sync", pid=record.pid, timeout=None, **_request(args, action)
+    )
+    return _show(args, answer, mounted=True)
+
+
+def _request(args: argparse.Namespace, action: str) -> dict:
     if action == "now" and args.watch is not None:
         action = "watch" if args.watch else "unwatch"
-    answer = control.ask(
-        record.control_path,
-        "sync",
-        pid=record.pid,
-        action=action,
-        compact=args.compact,
-        timeout=None,
-    )
-    if action == "status":
+    return {"action": action, "compact": args.compact}
+
+
+def _show(args: argparse.Namespace, answer: dict, *, mounted: bool) -> int:
+    if "sentences" not in answer:
         return _show_status(args, answer)
-    output.note(answer["sentence"])
-    if action == "watch":
+    for sentence in answer["sentences"]:
+        output.note(sentence)
+    if args.watch and mounted:
         output.note(
             f"The mount now syncs by itself (every {POLL_S:g} s, and after each change), "
             "now and whenever it is unlocked again; `memvault sync --no-watch` stops that."
         )
-    elif action == "unwatch":
+    elif args.watch is False:
         output.note("The mount no longer syncs by itself.")
     return 0
 
@@ -97,12 +100,15 @@ def cmd_sync(args: argparse.Namespace) -> int:
     with open_in_process(args) as vault:
         if action == "init":
             return _init(args, vault)
-        state = load(vault)
-        if state is None:
-            raise NotSynced()
-        if action == "status":
-            return _status(args, vault, state)
-        return _once(args, vault, state)
+        if args.watch:
+            return _watch_here(vault)
+        services = SyncServices(vault)
+        services.start()
+        try:
+            answer = services.serve(_request(args, action))
+        finally:
+            services.stop()
+        return _show(args, answer, mounted=False)
 
 
 def _create_for_join(args: argparse.Namespace) -> None:
@@ -115,10 +121,12 @@ def _create_for_join(args: argparse.Namespace) -> None:
 
 
 def _init(args: argparse.Namespace, vault) -> int:
-    with rclone_remote(args.remote, _config(args)) as remote:
+    with rclone_remote(args.remote, sync_config(args)) as remote:
         secret = read_sync_passphrase(from_stdin=False, confirm=True)
         kdf = kdf_from(args) or DEFAULT_KDF
-        state = group.start(vault, remote, secret, name=args.name, config=_config(args), kdf=kdf)
+        state = group.start(
+            vault, remote, secret, name=args.name, config=sync_config(args), kdf=kdf
+        )
         output.note(
             f"Started a sync group at {remote.spec}; this vault is its device {state.name!r}."
         )
@@ -130,27 +138,14 @@ def _init(args: argparse.Namespace, vault) -> int:
 
 def _join(args: argparse.Namespace) -> int:
     """The group's passphrase is checked first: a typo creates no vault."""
-    with rclone_remote(args.remote, _config(args)) as remote:
+    with rclone_remote(args.remote, sync_config(args)) as remote:
         opened = group.open_group(remote, read_sync_passphrase(from_stdin=False))
         if not vault_path(args).exists():
             _create_for_join(args)
         with open_in_process(args) as vault:
-            state = group.join(vault, remote, opened, name=args.name, config=_config(args))
+            state = group.join(vault, remote, opened, name=args.name, config=sync_config(args))
             output.note(f"Joined the sync group at {remote.spec} as device {state.name!r}.")
             report = Sync(vault, state, remote).run()
-    output.note(report.sentence())
-    return 0
-
-
-def _once(args: argparse.Namespace, vault, state) -> int:
-    if args.watch:
-        return _watch_here(vault)
-    if args.watch is False and state.watch:
-        state.watch = False
-        save(vault, state)
-        output.note("Its mount will no longer sync by itself.")
-    with rclone_remote(state.remote, state.rclone_config) as remote:
-        report = Sync(vault, state, remote).run(compact=args.compact)
     output.note(report.sentence())
     return 0
 
@@ -164,28 +159,43 @@ def _watch_here(vault) -> int:
     def say(report: Report) -> None:
         output.note(f"{time.strftime('%H:%M:%S')} {report.sentence()}")
 
-    service = SyncService(vault, on_report=say, watch=True)
+    service = SyncServices(vault, on_report=say, watch=True)
+    if not service.services:
+        raise NotSynced()
     service.start()
     output.note(f"Syncing every {POLL_S:g} s and after each change until interrupted (Ctrl-C).")
+    shown = None
     try:
         while not stop.wait(1.0):
-            if service.last_error:
-                output.note(f"{time.strftime('%H:%M:%S')} {service.last_error}")
-                service.last_error = None
+            error = service.last_error
+            if error and error != shown:
+                output.note(f"{time.strftime('%H:%M:%S')} {error}")
+            shown = error
     finally:
         service.stop()
     return 0
 
 
-def _status(args: argparse.Namespace, vault, state) -> int:
-    return _show_status(args, group.status(vault, state))
-
-
 def _show_status(args: argparse.Namespace, report: dict) -> int:
+    """The personal group, then each team space."""
     if args.json:
         output.data_json(report)
         return 0
-    lines = [f"remote:    {report['remote']}", f"device:    {report['device']}", "devices:"]
+    blocks = [report] if "remote" in report else []
+    blocks += report.get("shares", [])
+    text = "\n".join(_status_lines(block) for block in blocks)
+    output.data(text)
+    return 0
+
+
+def _status_lines(report: dict) -> str:
+    title = f"team space shared/{report['share']}" if report.get("share") else "personal"
+    lines = [
+        f"{title}",
+        f"remote:    {report['remote']}",
+        f"device:    {report['device']}",
+        "devices:",
+    ]
     for d in report["devices"]:
         when = (
             time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(d["last_change_ms"] / 1000))
@@ -195,14 +205,12 @@ def _show_status(args: argparse.Namespace, report: dict) -> int:
         mark = " (this one)" if d["this"] else ""
         lines.append(f"  {d['name']}{mark}: {d['changes']} change(s), last {when}")
     lines.append(f"pending:   {report['pending']} change(s) to send")
-    if "watching" in report:
-        lines.append(f"watching:  {'yes' if report['watching'] else 'no'}")
+    lines.append(f"watching:  {'yes' if report['watching'] else 'no'}")
     if report.get("last_error"):
         lines.append(f"last error: {report['last_error']}")
     lines.append(f"conflicts: {len(report['conflicts'])}")
     lines += [f"  {path}" for path in report["conflicts"]]
-    output.data("\n".join(lines) + "\n")
-    return 0
+    return "\n".join(lines) + "\n"
 
 
 def register(add) -> None:

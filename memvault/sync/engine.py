@@ -83,6 +83,37 @@ def dir_memory(state: SyncState, path: str) -> str:
     return mac.hexdigest()
 
 
+SHARED = "shared"
+"""Team spaces live under shared/NAME/; the personal group never syncs shared/."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which part of the vault a group syncs: everything but shared/ (the personal
+    group), or shared/NAME/ (a team space, whose paths on the remote are relative
+    to it)."""
+
+    prefix: str
+
+    @classmethod
+    def of(cls, state: SyncState) -> Scope:
+        return cls(f"{SHARED}/{state.share}" if state.share else "")
+
+    def remote(self, path: str) -> str | None:
+        """The group's name for a vault path (None: not this group's, or its root)."""
+        if not self.prefix:
+            return None if paths.is_within(path, SHARED) else path
+        if path.startswith(self.prefix + "/"):
+            return path[len(self.prefix) + 1 :]
+        return None
+
+    def local(self, path: str) -> str:
+        """The vault path of a group path ("" is the group's root)."""
+        if not self.prefix:
+            return path
+        return f"{self.prefix}/{path}" if path else self.prefix
+
+
 class _Vanished(Exception):
     """An object listed a moment ago is gone (its device compacted its log)."""
 
@@ -100,6 +131,7 @@ class Sync:
         self.remote = remote
         self.report = Report()
         self.bodies: dict[str, tuple[dict, bytes]] = {}  # version -> (header, content)
+        self.scope = Scope.of(state)
         self.listing: dict[str, int] = {}  # the remote as pull() found it
         self.segments: dict[str, list[tuple[int, int, str]]] = {}  # device -> its log objects
         self._signer = SigningKey(state.seed)
@@ -270,8 +302,11 @@ class Sync:
         present: set[str] = set()
         local_dirs: set[str] = set()
         for record_id, meta in self.vault.walk_records():
+            path = self.scope.remote(meta.path)
+            if path is None:
+                continue  # not this group's (another group's, or the root of this one)
             if meta.type == VAULT_DIR:
-                local_dirs.add(meta.path)
+                local_dirs.add(path)
                 continue
             if meta.type != VAULT_FILE:
                 continue  # symbolic links stay on this device
@@ -283,7 +318,7 @@ class Sync:
             if known is not None and known.path == meta.path and known.body_gen == meta.body_gen:
                 continue
             content = self.vault.get_record(record_id)
-            header = {"p": meta.path, "k": FILE, "mode": meta.mode, "mtime": meta.mtime_ns}
+            header = {"p": path, "k": FILE, "mode": meta.mode, "mtime": meta.mtime_ns}
             base = known.version if known is not None else None
             version = self._new_op(wire_ops, new_keys, memory, base, header, content)
             st.files[memory] = Local(record_id.hex(), version, meta.path, meta.body_gen)
@@ -379,25 +414,27 @@ class Sync:
             with vault.exclusive():
                 if self._unchanged(st.files[memory]):
                     self._remove_file(st.files.pop(memory))
-        moving = [m for m in files if m in st.files and st.files[m].path != files[m].path]
+        here = self.scope.local
+        moving = [m for m in files if m in st.files and st.files[m].path != here(files[m].path)]
         for memory in moving:  # out of the way first (a swap, a name freed by another move)
             local = st.files[memory]
             with vault.exclusive():
                 if not self._unchanged(local):
                     del files[memory]
                     continue
-                temp = f"{TEMP_PREFIX}{memory}"
+                temp = here(f"{TEMP_PREFIX}{memory}")
                 vault.rename(local.path, temp)
                 self.report.touched.add(local.path)
                 local.path = temp
         for memory, item in sorted(files.items(), key=lambda kv: kv[1].path):
             local = st.files.get(memory)
+            target = here(item.path)
             with vault.exclusive():
-                if local is not None and local.path != item.path:
-                    self._make_parents(item.path)
-                    vault.rename(local.path, item.path)
-                    self.report.touched.update((local.path, item.path))
-                    local.path = item.path
+                if local is not None and local.path != target:
+                    self._make_parents(target)
+                    vault.rename(local.path, target)
+                    self.report.touched.update((local.path, target))
+                    local.path = target
                 stale = local is not None and local.version != str(item.version)
                 if local is None or (stale and self._unchanged(local)):
                     self._write(memory, item, contents[str(item.version)])
@@ -438,20 +475,21 @@ class Sync:
         header, content = body
         st = self.state
         local = st.files.get(memory)
+        target = self.scope.local(item.path)
         if local is None:
             if CONFLICT_MARK in item.path:
-                self.report.conflicts.append(item.path)
-            self._make_parents(item.path)
+                self.report.conflicts.append(target)
+            self._make_parents(target)
             meta = self.vault.put(
-                item.path, content, mode=header.get("mode"), mtime_ns=header.get("mtime")
+                target, content, mode=header.get("mode"), mtime_ns=header.get("mtime")
             )
-            record = self.vault.record_id(item.path)
-            st.files[memory] = Local(record.hex(), str(item.version), item.path, meta.body_gen)
+            record = self.vault.record_id(target)
+            st.files[memory] = Local(record.hex(), str(item.version), target, meta.body_gen)
         else:
             meta = self.vault.put_record(bytes.fromhex(local.record), content)
             local.version, local.body_gen = str(item.version), meta.body_gen
         self.report.written += 1
-        self.report.touched.add(item.path)
+        self.report.touched.add(target)
 
     def _remove_file(self, local: Local) -> None:
         self.vault.delete(local.path)
@@ -473,16 +511,23 @@ class Sync:
             if item.kind == DIRECTORY:
                 wanted.add(item.path)
             wanted.update(paths.ancestors(item.path))
-        for path in sorted(wanted):
-            if not self.vault.exists(path):
-                self.vault.mkdir(path, parents=True)
-                self.report.touched.add(path)
-        local = {m.path for _, m in self.vault.walk_records() if m.type == VAULT_DIR}
+        scope = self.scope
+        for path in sorted(wanted | ({""} if scope.prefix else set())):
+            target = scope.local(path)
+            if not self.vault.exists(target):
+                self.vault.mkdir(target, parents=True)
+                self.report.touched.update([*paths.ancestors(target), target])
+        local = set()
+        for _, meta in self.vault.walk_records():
+            path = scope.remote(meta.path)
+            if meta.type == VAULT_DIR and path is not None:
+                local.add(path)
         for path in sorted(local - wanted, key=lambda p: p.count("/"), reverse=True):
-            if not self.vault.list(path):
-                self.vault.delete(path)
+            target = scope.local(path)
+            if not self.vault.list(target):
+                self.vault.delete(target)
                 self.report.removed += 1
-                self.report.touched.add(path)
+                self.report.touched.add(target)
         st.dirs = {path: dir_memory(st, path) for path in wanted}
 
     # -- (5) shreds reach the remote -------------------------------------------------

@@ -3,27 +3,55 @@
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 
 from nacl.signing import SigningKey
 
+from .. import paths
 from ..crypto.kdf import DEFAULT_KDF, KdfParams
 from ..errors import (
     AlreadySynced,
+    MemvaultError,
     NoSyncGroup,
     RemoteTampered,
     SyncGroupExists,
+    UsageError,
     WrongSyncPassphrase,
 )
 from . import objects
-from .engine import CONFLICT_MARK, Sync
+from .engine import CONFLICT_MARK, SHARED, Scope, Sync
 from .objects import Device, ObjectError
 from .remote import Remote
 from .state import SyncState, load, save
 
+SHARE_KDF = KdfParams(time_cost=1, memory_kib=8 * 1024, parallelism=1)
+"""A share code is 192 random bits: stretching it buys nothing, the minimum will do."""
+
+
+def new_share_code() -> bytearray:
+    """A team space's secret, printed once for its members (it opens the group key)."""
+    return bytearray(b"mvshare-" + secrets.token_urlsafe(24).encode())
+
+
+def check_share_name(name: str) -> str:
+    """A team space's name: one path component (it is shown at shared/NAME/)."""
+    try:
+        checked = paths.check_name(name)
+    except MemvaultError:
+        checked = ""
+    if not checked or checked.startswith(".") or "/" in checked:
+        raise UsageError(f"A team space's name is one plain name (a directory name): not {name!r}.")
+    return checked
+
 
 def _new_state(
-    remote: Remote, config: str | None, group: bytes, key: bytearray, name: str
+    remote: Remote,
+    config: str | None,
+    group: bytes,
+    key: bytearray,
+    name: str,
+    share: str | None,
 ) -> SyncState:
     seed = os.urandom(32)
     return SyncState(
@@ -34,6 +62,7 @@ def _new_state(
         device=os.urandom(16).hex(),
         name=name,
         seed=seed,
+        share=share,
     )
 
 
@@ -58,15 +87,15 @@ def start(
     name: str | None = None,
     config: str | None = None,
     kdf: KdfParams = DEFAULT_KDF,
+    share: str | None = None,
 ) -> SyncState:
-    """Make ``vault`` the first device of a new group at ``remote`` (which must hold none)."""
-    existing = load(vault)
-    if existing is not None:
-        raise AlreadySynced(existing.remote)
+    """Make ``vault`` the first device of a new group at ``remote`` (which must hold
+    none): the personal group, or the team space ``share``."""
+    _not_in_one_yet(vault, share)
     if "group" in remote.list():
         raise SyncGroupExists(remote.spec)
     group, key = os.urandom(16), bytearray(os.urandom(32))
-    state = _new_state(remote, config, group, key, name or default_device_name())
+    state = _new_state(remote, config, group, key, name or default_device_name(), share)
     uploads = {"group": objects.wrap_group_key(group, key, passphrase, kdf)}
     enrol_name, enrol = _enrolment(state)
     uploads[enrol_name] = enrol
@@ -95,14 +124,13 @@ def join(
     *,
     name: str | None = None,
     config: str | None = None,
+    share: str | None = None,
 ) -> SyncState:
     """Enrol ``vault`` as a new device of the group at ``remote`` (``opened``: its id
     and key, from open_group); the first sync then fills it."""
-    existing = load(vault)
-    if existing is not None:
-        raise AlreadySynced(existing.remote)
+    _not_in_one_yet(vault, share)
     group, key = opened
-    state = _new_state(remote, config, group, key, name or default_device_name())
+    state = _new_state(remote, config, group, key, name or default_device_name(), share)
     taken = _device_names(state, remote)
     wanted, n = state.name, 1
     while state.name in taken:
@@ -112,6 +140,16 @@ def join(
     remote.put_many({enrol_name: enrol})
     save(vault, state)
     return state
+
+
+def _not_in_one_yet(vault, share: str | None) -> None:
+    existing = load(vault, share)
+    if existing is not None:
+        raise AlreadySynced(existing.remote)
+    if share is not None and vault.exists(f"{SHARED}/{share}"):
+        raise UsageError(
+            f"shared/{share} already exists in this vault: choose another name for the space."
+        )
 
 
 def _device_names(state: SyncState, remote: Remote) -> set[str]:
@@ -142,8 +180,14 @@ def status(vault, state: SyncState) -> dict:
                 "last_change_ms": (seen[2] >> 16) if len(seen) > 2 else None,
             }
         )
-    conflicts = sorted(m.path for _, m in vault.walk_records() if CONFLICT_MARK in m.path)
+    scope = Scope.of(state)
+    conflicts = sorted(
+        m.path
+        for _, m in vault.walk_records()
+        if CONFLICT_MARK in m.path and scope.remote(m.path) is not None
+    )
     return {
+        "share": state.share,
         "remote": state.remote,
         "device": state.name,
         "devices": devices,

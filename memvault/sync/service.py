@@ -28,7 +28,7 @@ from ..errors import MemvaultError, NotSynced, RemoteTampered
 from . import group
 from .engine import Report, Sync
 from .remote import RcloneRemote, rclone_remote
-from .state import SyncState, load, save
+from .state import SyncState, load, save, share_names
 
 log = logging.getLogger("memvault.sync")
 
@@ -61,11 +61,14 @@ class SyncService:
         on_applied: Callable[[set[str]], None] | None = None,
         on_report: Callable[[Report], None] | None = None,
         watch: bool | None = None,
+        share: str | None = None,
     ) -> None:
         """``on_applied(paths)``: the sync changed these paths here (a mount drops
         the kernel's caches of them). ``on_report``: every sync that did something.
-        ``watch``: forced on or off (the foreground loop); None: as the vault says."""
+        ``watch``: forced on or off (the foreground loop); None: as the vault says.
+        ``share``: the team space this service syncs (None: the personal group)."""
         self.vault = vault
+        self.share = share
         self._on_applied = on_applied or (lambda touched: None)
         self._on_report = on_report or (lambda report: None)
         self._forced_watch = watch
@@ -81,6 +84,7 @@ class SyncService:
         self._remote: RcloneRemote | None = None
         self.last_error: str | None = None
         self._thread = threading.Thread(target=self._loop, name="memvault-sync", daemon=True)
+        self.label = f"shared/{share}" if share else "personal"
         vault.add_listener(self._changed)
 
     # -- life -----------------------------------------------------------------------
@@ -123,7 +127,7 @@ class SyncService:
 
     def _loop(self) -> None:
         try:
-            state = load(self.vault)
+            state = load(self.vault, self.share)
             self._watching = (
                 self._forced_watch
                 if self._forced_watch is not None
@@ -211,7 +215,7 @@ class SyncService:
     # -- one sync ---------------------------------------------------------------------
 
     def _state(self) -> SyncState:
-        state = load(self.vault)
+        state = load(self.vault, self.share)
         if state is None:
             raise NotSynced()
         return state
@@ -243,3 +247,49 @@ class SyncService:
         if report.changed_anything:
             self._on_report(report)
         return report
+
+
+class SyncServices:
+    """Every group of one open vault (the personal one, each team space), each in
+    its own thread: a request goes to all of them."""
+
+    def __init__(self, vault, **options: Any) -> None:
+        groups = ([None] if load(vault) is not None else []) + share_names(vault)
+        self.services = [SyncService(vault, share=share, **options) for share in groups]
+
+    def start(self) -> None:
+        for service in self.services:
+            service.start()
+
+    def stop(self) -> None:
+        for service in self.services:
+            service.stop()
+
+    @property
+    def last_error(self) -> str | None:
+        return next((s.last_error for s in self.services if s.last_error), None)
+
+    def serve(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Status: the personal group's, with ``shares`` (each space's). Otherwise
+        ``sentences``: one per group; a group that fails does not stop the others,
+        its error is raised afterwards."""
+        if not self.services:
+            raise NotSynced()
+        answers, failed = [], None
+        for service in self.services:
+            try:
+                answers.append((service, service.serve(request)))
+            except MemvaultError as exc:
+                failed = failed or exc
+        if request.get("action") == "status":
+            if failed is not None:
+                raise failed
+            personal = next((a for s, a in answers if s.share is None), {})
+            return {**personal, "shares": [a for s, a in answers if s.share is not None]}
+        named = len(self.services) > 1
+        sentences = [f"{s.label}: {a['sentence']}" if named else a["sentence"] for s, a in answers]
+        if failed is not None:
+            for line in sentences:
+                log.info(line)
+            raise failed
+        return {"sentences": sentences, "watching": any(a["watching"] for _, a in answers)}

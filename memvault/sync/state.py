@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, field
 
 from ..crypto.context import Kind
-from ..vault.schema import SYNC_KEY
+from ..vault.schema import SHARES_KEY, SYNC_KEY
 from .merge import Op, Version
 from .objects import Device
 
@@ -53,6 +53,7 @@ class SyncState:
     files: dict[str, Local] = field(default_factory=dict)  # memory -> where it is here
     dirs: dict[str, str] = field(default_factory=dict)  # path -> memory of the directory
     watch: bool = False  # a mount of this vault syncs by itself (service.py)
+    share: str | None = None  # a team space's name (shared/NAME/); None: the personal group
 
     # -- the clock -----------------------------------------------------------------
 
@@ -104,6 +105,7 @@ class SyncState:
             "files": {m: [f.record, f.version, f.path, f.body_gen] for m, f in self.files.items()},
             "dirs": self.dirs,
             "watch": self.watch,
+            "share": self.share,
         }
         return json.dumps(doc, separators=(",", ":")).encode()
 
@@ -131,14 +133,35 @@ class SyncState:
             files={m: Local(*f) for m, f in doc["files"].items()},
             dirs=doc["dirs"],
             watch=bool(doc.get("watch", False)),
+            share=doc.get("share"),
         )
 
 
-def load(vault) -> SyncState | None:
+def load(vault, share: str | None = None) -> SyncState | None:
+    """The personal group's state, or that of the team space ``share``."""
+    if share is not None:
+        found = _shares(vault).get(share)
+        return None if found is None else SyncState.decode(found.encode())
     raw = vault.sealed_setting(SYNC_KEY, Kind.SYNC, "its sync state")
     return None if raw is None else SyncState.decode(raw)
 
 
+def share_names(vault) -> list[str]:
+    return sorted(_shares(vault))
+
+
 def save(vault, state: SyncState, *, forgets: bool = False) -> None:
     """``forgets``: this state drops what a shred removed (the old one is compacted away)."""
-    vault.put_sealed_setting(SYNC_KEY, Kind.SYNC, state.encode(), forgets=forgets)
+    if state.share is None:
+        vault.put_sealed_setting(SYNC_KEY, Kind.SYNC, state.encode(), forgets=forgets)
+        return
+    shares = _shares(vault)
+    shares[state.share] = state.encode().decode()
+    doc = json.dumps(shares, separators=(",", ":")).encode()
+    vault.put_sealed_setting(SHARES_KEY, Kind.SYNC, doc, forgets=forgets)
+
+
+def _shares(vault) -> dict[str, str]:
+    """Every team space's state (one sealed value: no space's name is an LMDB key)."""
+    raw = vault.sealed_setting(SHARES_KEY, Kind.SYNC, "its team spaces")
+    return {} if raw is None else json.loads(bytes(raw))

@@ -50,6 +50,8 @@ AUDIT_CHECKPOINT_KEY = b"audit-checkpoint"
 """Where the kept audit trail begins, and its retention (audit.Checkpoint), sealed."""
 SYNC_KEY = b"sync"
 """This device's sync state (sync/state.py), sealed: group key, device key, what it has seen."""
+SHARES_KEY = b"shares"
+"""The same for every team space this vault is in, in one sealed value."""
 SETTLED_KEY = b"settled"
 """A no-op value the store rewrites so both LMDB meta pages describe the same data."""
 
