@@ -416,6 +416,10 @@ class RemoteTampered(MemvaultError):
     exit_code = EXIT_DAMAGED
 
 
+class DeviceRemoved(MemvaultError):
+    """This device was removed from the sync group at {0} by {1}; its memories stay here."""
+
+
 class NotSynced(MemvaultError):
     """This vault is in no sync group: see `memvault sync init` and `memvault sync join`."""
 

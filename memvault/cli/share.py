@@ -77,6 +77,30 @@ def cmd_share_join(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_share_remove_member(args: argparse.Namespace) -> int:
+    name = group.check_share_name(args.share)
+    _locked(args, "remove a member from")
+    with open_in_process(args) as vault:
+        state = load(vault, name)
+        if state is None:
+            raise UsageError(
+                f"This vault is in no team space {name!r} (see `memvault share list`)."
+            )
+        with rclone_remote(state.remote, state.rclone_config) as remote:
+            Sync(vault, state, remote).run()  # the member's last changes that reached it
+            code = group.new_share_code()
+            group.remove_device(vault, remote, state, args.member, code, group.SHARE_KDF)
+    output.note(
+        f"Removed {args.member!r} from shared/{name}/: the space has a new key, which every "
+        "other member receives at their next sync; the removed member can read nothing "
+        "written from now on (what they already have stays with them). The old share code "
+        "no longer admits anyone; the new one follows, shown this once, for members who "
+        "join later."
+    )
+    output.data(code.decode() + "\n")
+    return 0
+
+
 def cmd_share_list(args: argparse.Namespace) -> int:
     with open_in_process(args, readonly=True) as vault:
         rows = []
@@ -128,5 +152,12 @@ def register(add) -> None:
             metavar="FILE",
             help="the rclone configuration that defines REMOTE (default: rclone's own)",
         )
+    q = sub(
+        "remove-member",
+        cmd_share_remove_member,
+        "remove a member: the space's key changes (they read nothing written afterwards)",
+    )
+    q.add_argument("share", metavar="NAME", help="the space: shared/NAME/")
+    q.add_argument("member", metavar="MEMBER", help="the member's name in the space")
     q = sub("list", cmd_share_list, "the team spaces this vault is in")
     q.add_argument("--json", action="store_true", help="a JSON list")

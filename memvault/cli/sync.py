@@ -18,6 +18,7 @@ from ..sync import group
 from ..sync.engine import Report, Sync
 from ..sync.remote import rclone_remote
 from ..sync.service import POLL_S, SyncServices
+from ..sync.state import load
 from ..vault import Vault
 from . import output
 from .common import (
@@ -52,10 +53,11 @@ def _mounted(args: argparse.Namespace, action: str) -> int | None:
     record = daemon_of(args)
     if record is None:
         return None
-    if action in ("init", "join"):
+    if action in ("init", "join", "devices"):
+        what = "remove a device from" if action == "devices" else f"{action}"
         raise MountError(
-            f"The vault {vault_path(args)} is unlocked; lock it to {action} a sync group "
-            "(syncing afterwards works mounted)."
+            f"The vault {vault_path(args)} is unlocked; lock it to {what} a sync group "
+            "(syncing works mounted)."
         )
     answer = control.ask(
         record.control_path, "sync", pid=record.pid, timeout=None, **_request(args, action)
@@ -88,7 +90,10 @@ def cmd_sync(args: argparse.Namespace) -> int:
     action = args.sync_action
     if action in ("init", "join") and not args.remote:
         raise UsageError(f"`memvault sync {action}` needs REMOTE:PATH (an rclone remote).")
-    if action not in ("init", "join") and args.remote:
+    if action == "devices":
+        if args.remote != "remove" or not args.device:
+            raise UsageError("Remove a device with `memvault sync devices remove NAME`.")
+    elif action not in ("init", "join") and args.remote:
         raise UsageError(f"Unknown sync action {action!r}; see `memvault sync --help`.")
     if action != "now" and (args.watch is not None or args.compact):
         raise UsageError("--watch, --no-watch and --compact go with `memvault sync` alone.")
@@ -100,6 +105,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
     with open_in_process(args) as vault:
         if action == "init":
             return _init(args, vault)
+        if action == "devices":
+            return _remove_device(args, vault)
         if args.watch:
             return _watch_here(vault)
         services = SyncServices(vault)
@@ -147,6 +154,28 @@ def _join(args: argparse.Namespace) -> int:
             output.note(f"Joined the sync group at {remote.spec} as device {state.name!r}.")
             report = Sync(vault, state, remote).run()
     output.note(report.sentence())
+    return 0
+
+
+def _remove_device(args: argparse.Namespace, vault) -> int:
+    state = load(vault)
+    if state is None:
+        raise NotSynced()
+    with rclone_remote(state.remote, state.rclone_config) as remote:
+        Sync(vault, state, remote).run()  # its last changes, as far as they reached the remote
+        output.note(
+            "The group gets a new key, wrapped under the group passphrase for devices that "
+            "join later: give a new passphrase if the removed device's owner knows the old one."
+        )
+        secret = read_sync_passphrase(from_stdin=False, confirm=True)
+        group.remove_device(
+            vault, remote, state, args.device, secret, kdf_from(args) or DEFAULT_KDF
+        )
+    output.note(
+        f"Removed {args.device!r} from the sync group at {state.remote}: it can read nothing "
+        "written from now on, and its later changes count nowhere; what it already had stays "
+        "with it."
+    )
     return 0
 
 
@@ -220,13 +249,14 @@ def register(add) -> None:
     p.add_argument(
         "sync_action",
         nargs="?",
-        choices=("now", "init", "join", "status"),
+        choices=("now", "init", "join", "status", "devices"),
         default="now",
         metavar="ACTION",
         help="now (the default: send and receive once), init REMOTE:PATH, join REMOTE:PATH, "
-        "or status",
+        "status, or devices remove NAME",
     )
     p.add_argument("remote", nargs="?", metavar="REMOTE:PATH", help="with init and join")
+    p.add_argument("device", nargs="?", metavar="NAME", help="with devices remove")
     p.add_argument("--name", help="this device's name in the group (default: the host name)")
     p.add_argument(
         "--rclone-config",

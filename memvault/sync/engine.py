@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 from nacl.signing import SigningKey
 
 from .. import paths
-from ..errors import RemoteTampered
+from ..errors import DeviceRemoved, RemoteTampered
 from ..vault.records import DIRECTORY as VAULT_DIR
 from ..vault.records import FILE as VAULT_FILE
 from . import objects
 from .merge import DIRECTORY, FILE, Op, Placed, Version, heads, merge
-from .objects import LogEntry, ObjectError
+from .objects import Device, LogEntry, ObjectError
 from .remote import Remote
 from .state import Local, SyncState, save
 
@@ -78,7 +78,7 @@ def dir_memory(state: SyncState, path: str) -> str:
     """A directory's memory id: the same on every device for one path (keyed, so
     it says nothing of the path)."""
     mac = hashlib.blake2b(
-        path.encode(), key=bytes(state.group_key), digest_size=16, person=b"mv.sync.dir"
+        path.encode(), key=bytes(state.first_key()), digest_size=16, person=b"mv.sync.dir"
     )
     return mac.hexdigest()
 
@@ -159,7 +159,7 @@ class Sync:
         st = self.state
         listing = self.listing = self.remote.list()
         segments: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
-        new_devices, key_names = [], []
+        new_devices, key_names, epochs = [], [], []
         for name in listing:
             parts = name.split("/")
             segment = objects.parse_segment(name)
@@ -170,6 +170,13 @@ class Sync:
                 new_devices.append(parts[1])
             elif parts[0] == "keys" and len(parts) == 2:
                 key_names.append(name)
+            elif parts[0] == "epochs" and len(parts) == 2 and parts[1].isdigit():
+                epochs.append(int(parts[1]))
+        new_epochs = [e for e in sorted(epochs) if e > st.epoch]
+        if new_epochs and new_epochs != list(range(st.epoch + 1, new_epochs[-1] + 1)):
+            raise self._tampered(f"change of keys {st.epoch + 1} of the group is missing")
+        if st.epoch and st.epoch not in epochs:
+            raise self._tampered(f"change of keys {st.epoch} of the group is gone")
         for device, (seen_seq, *_) in st.seen.items():
             if seen_seq and device not in segments:
                 raise self._tampered(
@@ -184,23 +191,30 @@ class Sync:
                 wanted[device] = plan
         fresh_keys = [n for n in key_names if n not in st.key_objects]
         needed = [objects.device_name(d) for d in new_devices]
+        needed += [objects.epoch_name(e) for e in new_epochs]
         needed += [name for plan in wanted.values() for _, _, name in plan]
         got = self.remote.get_many(needed + fresh_keys)
         for name in needed:
             if name not in got:
                 raise _Vanished(name)
+        enrolled_in = {}
         for device in new_devices:
             raw = got[objects.device_name(device)]
-            try:
-                st.devices[device] = objects.open_device(st.group, st.group_key, device, raw)
-            except ObjectError as exc:
-                raise self._tampered(str(exc)) from None
+            st.devices[device], enrolled_in[device] = self._open_enrolment(device, raw)
+        for epoch in new_epochs:
+            self._take_rotation(epoch, got[objects.epoch_name(epoch)])
+        for device, epoch in enrolled_in.items():
+            # Enrolled under a key that changed since, and not given the next one:
+            # someone who kept an old key after a removal (or a device that joined
+            # while the key changed, which must join again). None of its changes count.
+            if epoch < st.epoch and device not in st.members.get(str(epoch + 1), ()):
+                st.removed.setdefault(device, 0)
         for name in fresh_keys:
             raw = got.get(name)
             if raw is None:
                 continue  # deleted since the listing (a shred): its keys are gone
             try:
-                keys = objects.open_keys(st.group, st.group_key, name, raw)
+                keys = objects.open_keys(st.group, st.keyring(), name, raw)
             except ObjectError as exc:
                 raise self._tampered(str(exc)) from None
             st.key_objects[name] = sorted(keys)
@@ -209,6 +223,48 @@ class Sync:
             del st.key_objects[name]  # rewritten or deleted by a shred
         for device, plan in wanted.items():
             self._take_log(device, plan, got)
+
+    def _open_enrolment(self, device: str, raw: bytes) -> tuple[Device, int]:
+        """The enrolment, and the epoch whose key sealed it."""
+        st = self.state
+        for epoch, key in sorted(st.keys_by_epoch().items(), reverse=True):
+            try:
+                return objects.open_device(st.group, key, device, raw), epoch
+            except ObjectError as exc:
+                last = exc
+        raise self._tampered(str(last))
+
+    def _take_rotation(self, epoch: int, raw: bytes) -> None:
+        """A change of the group's key: from now on objects are sealed under the new
+        one (given to this device in a sealed box, or known from the passphrase by a
+        device that joined since), and a removed device's later changes count nowhere."""
+        st = self.state
+
+        def enrolled(device: str) -> bytes | None:
+            known = st.devices.get(device)
+            return None if known is None or device in st.removed else known.public_key
+
+        try:
+            rot = objects.open_rotation(st.group, st.keyring(), epoch, enrolled, raw)
+            if st.device in rot.removed:
+                raise DeviceRemoved(self.remote.spec, self._who(rot.by))
+            if st.device in rot.wrapped:
+                key = objects.unwrap_for_device(rot.wrapped[st.device], st.seed)
+            elif str(epoch) in st.later_keys:
+                key = bytearray.fromhex(st.later_keys[str(epoch)])
+            else:  # it joined while the key changed: to join again
+                raise DeviceRemoved(self.remote.spec, self._who(rot.by))
+            if objects.previous_key(st.group, key, epoch, raw) != st.group_key:
+                raise ObjectError(f"change of keys {epoch} does not follow the current key")
+        except ObjectError as exc:
+            raise self._tampered(str(exc)) from None
+        st.old_keys[str(st.epoch)] = bytes(st.group_key).hex()
+        st.later_keys.pop(str(epoch), None)
+        st.group_key, st.epoch = key, epoch
+        for device, last in rot.removed.items():
+            st.removed[device] = int(last)
+        st.members[str(epoch)] = sorted(rot.wrapped)
+        st.forget_after_removal()
 
     def _plan(self, device: str, found: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
         """The objects that carry a device's log past what this device has seen."""
@@ -239,12 +295,12 @@ class Sync:
             try:
                 if name.startswith("log/"):
                     entry, digest = objects.open_log(
-                        st.group, st.group_key, device, first, enrolled.public_key, got[name]
+                        st.group, st.keyring(), device, first, enrolled.public_key, got[name]
                     )
                     start, ops, hlc = entry.prev, entry.ops, entry.hlc
                 else:
                     snap = objects.open_snapshot(
-                        st.group, st.group_key, device, first, last, enrolled.public_key, got[name]
+                        st.group, st.keyring(), device, first, last, enrolled.public_key, got[name]
                     )
                     start, ops, hlc, digest = snap.prev, snap.ops, snap.hlc, snap.digest
             except ObjectError as exc:
@@ -254,8 +310,12 @@ class Sync:
                     f"change {first} of device {self._who(device)} does not follow change "
                     f"{seq} (replayed or reordered)"
                 )
+            cutoff = st.removed.get(device)
             for wire in ops:
-                self.report.pulled += self._take_op(device, last, wire)
+                origin = wire.get("q", first) if isinstance(wire.get("q"), int) else first
+                if cutoff is not None and origin > cutoff:
+                    continue  # made after its device was removed: counts nowhere
+                self.report.pulled += self._take_op(device, origin, wire)
             st.observe(hlc)
             seq, prev = last, digest
             st.seen[device] = [seq, digest, hlc]
@@ -273,7 +333,7 @@ class Sync:
             raise self._tampered(what) from None
         if str(version) in st.ops:
             return False  # known already (a snapshot repeats what this device saw)
-        raw = {"m": memory, "b": wire.get("b"), "d": 1 if wire.get("d") else 0}
+        raw = {"m": memory, "b": wire.get("b"), "d": 1 if wire.get("d") else 0, "q": seq}
         if not raw["d"] and "s" in wire:  # a compacted log keeps replaced versions bare
             key = st.keys.get(str(version))
             if key is not None:
@@ -378,7 +438,7 @@ class Sync:
         uploads: dict[str, bytes] = {}
         if new_keys:
             name = f"keys/{secrets.token_hex(16)}"
-            uploads[name] = objects.seal_keys(st.group, st.group_key, name, new_keys)
+            uploads[name] = objects.seal_keys(st.group, st.newest_key(), name, new_keys)
             st.key_objects[name] = sorted(new_keys)
             st.keys.update({v: k.hex() for v, k in new_keys.items()})
         seq, prev = st.seen.get(st.device, [0, ""])[:2]
@@ -386,7 +446,7 @@ class Sync:
             seq += 1
             entry = LogEntry(st.device, seq, prev, st.hlc, batch)
             uploads[objects.log_name(st.device, seq)] = objects.seal_log(
-                st.group, st.group_key, self._signer, entry
+                st.group, st.newest_key(), self._signer, entry
             )
             prev = objects.digest(entry.payload())
         self.remote.put_many(uploads)
@@ -561,7 +621,7 @@ class Sync:
         uploads = {}
         if keep:
             name = f"keys/{secrets.token_hex(16)}"
-            uploads[name] = objects.seal_keys(st.group, st.group_key, name, keep)
+            uploads[name] = objects.seal_keys(st.group, st.newest_key(), name, keep)
         self.remote.put_many(uploads)
         self.remote.delete_many(doomed)
         for name in doomed:
@@ -629,25 +689,25 @@ class Sync:
             try:
                 if name.startswith("log/"):
                     entry, digest = objects.open_log(
-                        st.group, st.group_key, st.device, first, public_key, got[name]
+                        st.group, st.keyring(), st.device, first, public_key, got[name]
                     )
                     start, batch = entry.prev, entry.ops
                 else:
                     snap = objects.open_snapshot(
-                        st.group, st.group_key, st.device, first, last, public_key, got[name]
+                        st.group, st.keyring(), st.device, first, last, public_key, got[name]
                     )
                     start, batch, digest = snap.prev, snap.ops, snap.digest
             except ObjectError as exc:
                 raise self._tampered(f"{exc} (this device)") from None
             if i == 0:
                 prev = start
-            ops.extend(batch)
+            ops.extend(op if "q" in op else {**op, "q": first} for op in batch)
         live = {str(op.version) for ranked in self._heads().values() for op in ranked}
         kept = [op if op.get("v") in live else _bare(op) for op in ops]
         snap = objects.Snapshot(st.device, run[0][0], run[-1][1], prev, digest, st.hlc, kept)
         name = objects.snap_name(st.device, snap.first, snap.last)
         self.remote.put_many(
-            {name: objects.seal_snapshot(st.group, st.group_key, self._signer, snap)}
+            {name: objects.seal_snapshot(st.group, st.newest_key(), self._signer, snap)}
         )
         self.remote.delete_many([n for _, _, n in run if n != name] + leftovers)
         self._keep_keys(lambda v: v in live or v not in st.ops)
@@ -670,7 +730,7 @@ class Sync:
 def _bare(op: dict) -> dict:
     """A replaced version as a compacted log keeps it: which memory, which version,
     built on which (every device then finds the same heads), no content."""
-    return {k: op[k] for k in ("m", "v", "b", "d") if k in op}
+    return {k: op[k] for k in ("m", "v", "b", "d", "q") if k in op}
 
 
 def _chain(found: list[tuple[int, int, str]], after: int = 0) -> list[tuple[int, int, str]]:

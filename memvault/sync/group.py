@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+import time
+from dataclasses import dataclass
 
 from nacl.signing import SigningKey
 
@@ -71,7 +73,7 @@ def _enrolment(state: SyncState) -> tuple[str, bytes]:
     device = Device(state.device, state.name, public)
     state.devices[state.device] = device
     return objects.device_name(state.device), objects.seal_device(
-        state.group, state.group_key, device
+        state.group, state.newest_key(), device
     )
 
 
@@ -104,23 +106,47 @@ def start(
     return state
 
 
-def open_group(remote: Remote, passphrase: bytearray) -> tuple[bytes, bytearray]:
-    """(group id, group key) of the group at ``remote``, opened with its passphrase."""
-    raw = remote.get_many(["group"]).get("group")
+@dataclass
+class Opened:
+    """A group opened with its passphrase: its id, its first key, and the keys of
+    its later epochs (a device joining reads every epoch's objects)."""
+
+    group: bytes
+    key: bytearray
+    later: dict[str, str]
+
+
+def open_group(remote: Remote, passphrase: bytearray) -> Opened:
+    """The group at ``remote``, opened with its passphrase: the newest epoch's
+    key object, then each epoch's rotation gives the key before it."""
+    listing = remote.list()
+    epochs = [int(n[7:]) for n in listing if n.startswith("groups/") and n[7:].isdigit()]
+    newest = max(epochs, default=0)
+    names = [objects.groups_name(newest)] + [objects.epoch_name(e) for e in range(1, newest + 1)]
+    got = remote.get_many(names)
+    raw = got.get(objects.groups_name(newest))
     if raw is None:
         raise NoSyncGroup(remote.spec)
     try:
-        return objects.unwrap_group_key(raw, passphrase)
+        group, key = objects.unwrap_group_key(raw, passphrase, newest)
+        keys = {newest: key}
+        for epoch in range(newest, 0, -1):
+            rotation = got.get(objects.epoch_name(epoch))
+            if rotation is None:
+                raise ObjectError(f"change of keys {epoch} is missing")
+            keys[epoch - 1] = objects.previous_key(group, keys[epoch], epoch, rotation)
     except ObjectError as exc:
         if "passphrase" in str(exc):
             raise WrongSyncPassphrase(remote.spec) from None
         raise RemoteTampered(remote.spec, str(exc)) from None
+    later = {str(e): bytes(k).hex() for e, k in keys.items() if e}
+    return Opened(group, keys[0], later)
 
 
 def join(
     vault,
     remote: Remote,
-    opened: tuple[bytes, bytearray],
+    opened: Opened,
     *,
     name: str | None = None,
     config: str | None = None,
@@ -129,8 +155,10 @@ def join(
     """Enrol ``vault`` as a new device of the group at ``remote`` (``opened``: its id
     and key, from open_group); the first sync then fills it."""
     _not_in_one_yet(vault, share)
-    group, key = opened
-    state = _new_state(remote, config, group, key, name or default_device_name(), share)
+    state = _new_state(
+        remote, config, opened.group, opened.key, name or default_device_name(), share
+    )
+    state.later_keys = dict(opened.later)
     taken = _device_names(state, remote)
     wanted, n = state.name, 1
     while state.name in taken:
@@ -159,10 +187,61 @@ def _device_names(state: SyncState, remote: Remote) -> set[str]:
     for name, raw in got.items():
         device = name.split("/", 1)[1]
         try:
-            found.add(objects.open_device(state.group, state.group_key, device, raw).name)
+            found.add(objects.open_device(state.group, state.keyring(), device, raw).name)
         except ObjectError as exc:
             raise RemoteTampered(remote.spec, str(exc)) from None
     return found
+
+
+def remove_device(
+    vault, remote: Remote, state: SyncState, name: str, passphrase: bytearray, kdf: KdfParams
+) -> str:
+    """Remove the device (or team member) ``name`` from the group: a new group key,
+    given to every other device in a sealed box and wrapped under ``passphrase``
+    (a new one, if the removed device's owner knows the old) for devices that join
+    later. The removed device's changes up to the last this device saw still
+    count; none after. Returns the removed device's id."""
+    active = {d: dev for d, dev in state.devices.items() if d not in state.removed}
+    found = [d for d, dev in active.items() if dev.name == name]
+    if not found:
+        names = ", ".join(sorted(dev.name for dev in active.values()))
+        raise UsageError(f"No device named {name!r} in this group (its devices: {names}).")
+    target = found[0]
+    if target == state.device:
+        raise UsageError("A device cannot remove itself: remove it from another device.")
+    epoch = state.epoch + 1
+    if objects.epoch_name(epoch) in remote.list():
+        raise UsageError("Another device changed the group's key meanwhile: sync, then try again.")
+    key = bytearray(os.urandom(32))
+    rotation = objects.Rotation(
+        epoch=epoch,
+        by=state.device,
+        removed={target: state.seen.get(target, [0])[0]},
+        wrapped={
+            d: objects.wrap_for_device(key, dev.public_key)
+            for d, dev in active.items()
+            if d != target
+        },
+        hlc=state.tick(time.time_ns() // 1_000_000),
+    )
+    signer = SigningKey(state.seed)
+    remote.put_many(
+        {
+            objects.epoch_name(epoch): objects.seal_rotation(
+                state.group, state.group_key, key, signer, rotation
+            ),
+            objects.groups_name(epoch): objects.wrap_group_key(
+                state.group, key, passphrase, kdf, epoch
+            ),
+        }
+    )
+    state.old_keys[str(state.epoch)] = bytes(state.group_key).hex()
+    state.group_key, state.epoch = key, epoch
+    state.removed.update(rotation.removed)
+    state.members[str(epoch)] = sorted(rotation.wrapped)
+    state.forget_after_removal()
+    save(vault, state)
+    return target
 
 
 def status(vault, state: SyncState) -> dict:
@@ -177,6 +256,7 @@ def status(vault, state: SyncState) -> dict:
                 "id": device[:16],
                 "this": device == state.device,
                 "changes": seen[0],
+                "removed": device in state.removed,
                 "last_change_ms": (seen[2] >> 16) if len(seen) > 2 else None,
             }
         )

@@ -14,6 +14,12 @@ Layout under ``REMOTE:PATH`` (every name random or a sequence number):
   object (log compaction), without the versions a later change replaced or
   a removal ended; signed and sealed like a log entry, it names the digest
   before ``first`` and the digest of ``last``, so the log stays one chain;
+- ``groups/<epoch>``: after a change of keys (a device removed), the new
+  key under the (new) passphrase, as ``group``; ``epochs/<epoch>``: the
+  change itself, signed by the device that made it: whom it removes (and the
+  last change of theirs that counts), the new key for each device that
+  stays (a sealed box to its key), sealed under the old key, and the old
+  key sealed under the new one;
 - ``keys/<random>``: the keys of memory versions (each version's path and
   content are sealed under a key of its own), sealed under the group key. A
   shred deletes the objects holding the keys of the versions it removes
@@ -29,9 +35,11 @@ import hashlib
 import json
 import os
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from nacl.exceptions import BadSignatureError
+from nacl.exceptions import BadSignatureError, CryptoError
+from nacl.public import SealedBox
 from nacl.signing import SigningKey, VerifyKey
 
 from ..crypto.aead import DecryptionError, open_sealed, seal
@@ -42,7 +50,8 @@ from .merge import Version
 
 FORMAT = "memvault-sync/1"
 _DOMAIN = b"memvault-sync/1\x00"
-GROUP, DEVICE, LOG, KEYS, BODY, SNAP = 1, 2, 3, 4, 5, 6
+GROUP, DEVICE, LOG, KEYS, BODY, SNAP, EPOCH = 1, 2, 3, 4, 5, 6, 7
+EPOCH_DIGITS = 6
 SIG_SIZE = 64
 SEQ_DIGITS = 12
 
@@ -64,11 +73,22 @@ def _seal_padded(key: bytes | bytearray, data: bytes, binding: bytes) -> bytes:
     return seal(key, framed, binding, padded_len=bucket(len(framed)))
 
 
-def _open_padded(key: bytes | bytearray, sealed: bytes, binding: bytes, what: str) -> bytes:
-    try:
-        return unframe(open_sealed(key, sealed, binding))
-    except (DecryptionError, ValueError):
-        raise ObjectError(f"{what} fails authentication") from None
+Keyring = bytes | bytearray | Sequence[bytes | bytearray]
+"""A key, or the keys a group has had (the current first): an object sealed before
+a change of keys opens under the key of its time."""
+
+
+def _keys(keyring: Keyring) -> Sequence[bytes | bytearray]:
+    return [keyring] if isinstance(keyring, (bytes, bytearray)) else keyring
+
+
+def _open_padded(keyring: Keyring, sealed: bytes, binding: bytes, what: str) -> bytes:
+    for key in _keys(keyring):
+        try:
+            return unframe(open_sealed(key, sealed, binding))
+        except (DecryptionError, ValueError):
+            continue
+    raise ObjectError(f"{what} fails authentication")
 
 
 def log_name(device: str, seq: int) -> str:
@@ -101,10 +121,24 @@ def device_name(device: str) -> str:
 # -- the group key ------------------------------------------------------------------
 
 
-def wrap_group_key(group: bytes, key: bytearray, passphrase: bytearray, kdf: KdfParams) -> bytes:
-    """The ``group`` object: the group key under Argon2id(passphrase)."""
+def groups_name(epoch: int) -> str:
+    """The object that wraps the key of ``epoch`` under the passphrase (or share code)."""
+    return "group" if epoch == 0 else f"groups/{epoch:0{EPOCH_DIGITS}d}"
+
+
+def epoch_name(epoch: int) -> str:
+    return f"epochs/{epoch:0{EPOCH_DIGITS}d}"
+
+
+def wrap_group_key(
+    group: bytes, key: bytearray, passphrase: bytearray, kdf: KdfParams, epoch: int = 0
+) -> bytes:
+    """The ``group`` object (``groups/<epoch>`` after a change of keys): the group
+    key under Argon2id(passphrase)."""
     salt = os.urandom(SALT_SIZE)
     doc = {"format": FORMAT, "group": group.hex(), "kdf": kdf.as_dict(), "salt": salt.hex()}
+    if epoch:
+        doc["epoch"] = epoch
     kek = derive_key(passphrase, salt, kdf)
     try:
         doc["key"] = seal(kek, key, _group_ad(doc)).hex()
@@ -114,8 +148,10 @@ def wrap_group_key(group: bytes, key: bytearray, passphrase: bytearray, kdf: Kdf
 
 
 def _group_ad(doc: dict) -> bytes:
-    binding = json.dumps({k: doc[k] for k in ("format", "group", "kdf", "salt")}, sort_keys=True)
-    return ad(bytes.fromhex(doc["group"]), GROUP, "group", binding.encode())
+    fields = ("format", "group", "kdf", "salt", "epoch")
+    binding = json.dumps({k: doc[k] for k in fields if k in doc}, sort_keys=True)
+    name = groups_name(int(doc.get("epoch", 0)))
+    return ad(bytes.fromhex(doc["group"]), GROUP, name, binding.encode())
 
 
 def group_id_of(raw: bytes) -> bytes:
@@ -130,10 +166,13 @@ def group_id_of(raw: bytes) -> bytes:
         raise ObjectError("the group object is not a memvault sync group") from None
 
 
-def unwrap_group_key(raw: bytes, passphrase: bytearray) -> tuple[bytes, bytearray]:
-    """(group id, group key); ObjectError for a wrong passphrase or an altered object."""
+def unwrap_group_key(raw: bytes, passphrase: bytearray, epoch: int = 0) -> tuple[bytes, bytearray]:
+    """(group id, group key); ObjectError for a wrong passphrase or an altered object
+    (or one moved from another epoch's name)."""
     group = group_id_of(raw)
     doc = json.loads(raw)
+    if int(doc.get("epoch", 0)) != epoch:
+        raise ObjectError(f"{groups_name(epoch)} names another change of keys")
     try:
         kdf = KdfParams.from_dict(doc["kdf"])
         kdf.validate()
@@ -305,6 +344,102 @@ def open_snapshot(
     ):
         raise ObjectError(f"{what} claim to be other changes")
     return snap
+
+
+@dataclass(frozen=True)
+class Rotation:
+    """A change of the group's key (``epoch``) by device ``by``: the devices it
+    removes, each with the last change of theirs that still counts, and the new
+    key wrapped for every device that stays (X25519 sealed boxes)."""
+
+    epoch: int
+    by: str
+    removed: dict[str, int]
+    wrapped: dict[str, str]
+    hlc: int
+
+    def payload(self) -> bytes:
+        doc = {
+            "epoch": self.epoch,
+            "by": self.by,
+            "removed": self.removed,
+            "wrapped": self.wrapped,
+            "hlc": self.hlc,
+        }
+        return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+
+def wrap_for_device(key: bytearray, public_key: bytes) -> str:
+    """The key, openable only with the device's signing seed (its X25519 twin)."""
+    box = SealedBox(VerifyKey(public_key).to_curve25519_public_key())
+    return box.encrypt(bytes(key)).hex()
+
+
+def unwrap_for_device(wrapped: str, seed: bytes) -> bytearray:
+    box = SealedBox(SigningKey(seed).to_curve25519_private_key())
+    try:
+        return bytearray(box.decrypt(bytes.fromhex(wrapped)))
+    except (CryptoError, ValueError):
+        raise ObjectError("the new group key given to this device does not open") from None
+
+
+def seal_rotation(
+    group: bytes, old_key: bytearray, new_key: bytearray, signer: SigningKey, rot: Rotation
+) -> bytes:
+    """Sealed under the key it replaces (every device of the group reads whom it
+    removes, a removed device too), and the replaced key under the new one (who
+    holds only the new key, a device joining later, reads older objects)."""
+    name = epoch_name(rot.epoch)
+    payload = rot.payload()
+    signature = signer.sign(_DOMAIN + group + b"epoch" + payload).signature
+    doc = {
+        "body": _seal_padded(old_key, signature + payload, ad(group, EPOCH, name)).hex(),
+        "prev": seal(new_key, old_key, ad(group, EPOCH, name, b"prev")).hex(),
+    }
+    return json.dumps(doc).encode()
+
+
+def previous_key(group: bytes, key: bytearray, epoch: int, raw: bytes) -> bytearray:
+    """The key ``epoch`` replaced, from its rotation object opened with its own key."""
+    what = f"change of keys {epoch}"
+    try:
+        sealed = bytes.fromhex(json.loads(raw)["prev"])
+        return open_sealed(key, sealed, ad(group, EPOCH, epoch_name(epoch), b"prev"))
+    except (ValueError, KeyError, TypeError, DecryptionError):
+        raise ObjectError(f"{what} fails authentication") from None
+
+
+def open_rotation(
+    group: bytes, keyring: Keyring, epoch: int, public_key_of, raw: bytes
+) -> Rotation:
+    """The rotation, checked: it opens, it is signed by the enrolled device it
+    names (``public_key_of(device)``, None if not enrolled)."""
+    what = f"change of keys {epoch}"
+    try:
+        sealed = bytes.fromhex(json.loads(raw)["body"])
+    except (ValueError, KeyError, TypeError):
+        raise ObjectError(f"{what} is malformed") from None
+    plain = _open_padded(keyring, sealed, ad(group, EPOCH, epoch_name(epoch)), what)
+    signature, payload = plain[:SIG_SIZE], plain[SIG_SIZE:]
+    doc = _json(payload, what)
+    try:
+        rot = Rotation(
+            int(doc["epoch"]),
+            doc["by"],
+            dict(doc["removed"]),
+            dict(doc["wrapped"]),
+            int(doc["hlc"]),
+        )
+    except (KeyError, ValueError, TypeError):
+        raise ObjectError(f"{what} is malformed") from None
+    public_key = public_key_of(rot.by)
+    if rot.epoch != epoch or public_key is None:
+        raise ObjectError(f"{what} is not made by an enrolled device")
+    try:
+        VerifyKey(public_key).verify(_DOMAIN + group + b"epoch" + payload, signature)
+    except (BadSignatureError, ValueError):
+        raise ObjectError(f"{what} is not signed by the device it names") from None
+    return rot
 
 
 # -- memory versions and their keys ----------------------------------------------------

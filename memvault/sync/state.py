@@ -54,6 +54,43 @@ class SyncState:
     dirs: dict[str, str] = field(default_factory=dict)  # path -> memory of the directory
     watch: bool = False  # a mount of this vault syncs by itself (service.py)
     share: str | None = None  # a team space's name (shared/NAME/); None: the personal group
+    epoch: int = 0  # how many times the group's key changed (group_key is the latest's)
+    old_keys: dict[str, str] = field(default_factory=dict)  # epoch -> the key it had (hex)
+    later_keys: dict[str, str] = field(default_factory=dict)  # a joiner's, until it reads them
+    removed: dict[str, int] = field(default_factory=dict)  # device -> its last change that counts
+    members: dict[str, list[str]] = field(default_factory=dict)  # epoch -> devices given its key
+
+    def keys_by_epoch(self) -> dict[int, bytes | bytearray]:
+        keys: dict[int, bytes | bytearray] = {
+            int(e): bytes.fromhex(k) for e, k in self.old_keys.items()
+        }
+        keys[self.epoch] = self.group_key
+        keys.update({int(e): bytes.fromhex(k) for e, k in self.later_keys.items()})
+        return keys
+
+    def keyring(self) -> list[bytes | bytearray]:
+        """Every key the group has had, the newest first (objects open under their time's)."""
+        keys = self.keys_by_epoch()
+        return [keys[e] for e in sorted(keys, reverse=True)]
+
+    def newest_key(self) -> bytes | bytearray:
+        """What new objects are sealed under: the latest key this device knows."""
+        if self.later_keys:
+            return bytes.fromhex(self.later_keys[max(self.later_keys, key=int)])
+        return self.group_key
+
+    def forget_after_removal(self) -> None:
+        """Changes a removed device made after its last one that counts: gone (every
+        device drops the same ones, so all still merge alike)."""
+        for version, raw in list(self.ops.items()):
+            device = Version.parse(version).device
+            if device in self.removed and raw.get("q", 0) > self.removed[device]:
+                del self.ops[version]
+                self.keys.pop(version, None)
+
+    def first_key(self) -> bytes | bytearray:
+        """The group's first key: what keys directory ids, the same in every epoch."""
+        return bytes.fromhex(self.old_keys["0"]) if "0" in self.old_keys else self.group_key
 
     # -- the clock -----------------------------------------------------------------
 
@@ -106,6 +143,11 @@ class SyncState:
             "dirs": self.dirs,
             "watch": self.watch,
             "share": self.share,
+            "epoch": self.epoch,
+            "old_keys": self.old_keys,
+            "later_keys": self.later_keys,
+            "removed": self.removed,
+            "members": self.members,
         }
         return json.dumps(doc, separators=(",", ":")).encode()
 
@@ -134,6 +176,11 @@ class SyncState:
             dirs=doc["dirs"],
             watch=bool(doc.get("watch", False)),
             share=doc.get("share"),
+            epoch=int(doc.get("epoch", 0)),
+            old_keys=doc.get("old_keys", {}),
+            later_keys=doc.get("later_keys", {}),
+            removed=doc.get("removed", {}),
+            members=doc.get("members", {}),
         )
 
 

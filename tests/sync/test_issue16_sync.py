@@ -12,14 +12,15 @@ import time
 from pathlib import Path
 
 import pytest
+from nacl.signing import SigningKey
 
-from memvault.errors import RemoteTampered, RemoteUnavailable
-from memvault.sync import objects
-from memvault.sync.engine import COMPACT_SEGMENTS
+from memvault.errors import DeviceRemoved, RemoteTampered, RemoteUnavailable, WrongSyncPassphrase
+from memvault.sync import group, objects
+from memvault.sync.engine import COMPACT_SEGMENTS, Sync
 from memvault.sync.merge import Version
-from tests.conftest import assert_nowhere
+from tests.conftest import FAST_KDF, assert_nowhere
 
-from .devices import Device
+from .devices import SYNC_PASSPHRASE, Device
 from .servers import SERVERS, servers_unavailable
 
 pytestmark = pytest.mark.skipif(
@@ -392,3 +393,105 @@ def test_a_server_killed_mid_sync_loses_nothing_and_duplicates_nothing(webdav_se
         versions_per_memory[raw["m"]] = versions_per_memory.get(raw["m"], 0) + 1
     assert max(versions_per_memory.values()) == 1
     assert a.state().seen[a.state().device][0] == 2
+
+
+def _readable_by(root: Path, state) -> list[bytes]:
+    """Every memory content some object on the remote opens to with ``state``'s keys."""
+    found = []
+    keyring = state.keyring()
+    keys = {}
+    for path in (root / "keys").iterdir():
+        try:
+            keys.update(
+                objects.open_keys(state.group, keyring, f"keys/{path.name}", path.read_bytes())
+            )
+        except objects.ObjectError:
+            continue
+    for path in sorted(root.rglob("*")):
+        segment = objects.parse_segment(path.relative_to(root).as_posix())
+        if segment is None or not path.is_file():
+            continue
+        device, first, last = segment
+        public_key = state.devices[device].public_key
+        try:
+            if path.parent.parent.name == "log":
+                ops = objects.open_log(
+                    state.group, keyring, device, first, public_key, path.read_bytes()
+                )[0].ops
+            else:
+                ops = objects.open_snapshot(
+                    state.group, keyring, device, first, last, public_key, path.read_bytes()
+                ).ops
+        except objects.ObjectError:
+            continue
+        for op in ops:
+            if "s" in op and op["v"] in keys:
+                _, content = objects.open_body(
+                    state.group,
+                    keys[op["v"]],
+                    op["m"],
+                    Version.parse(op["v"]),
+                    base64.b64decode(op["s"]),
+                )
+                found.append(content)
+    return found
+
+
+def test_a_removed_device_reads_nothing_new_and_its_later_changes_count_nowhere(
+    webdav_server, make_device
+):
+    a, b, c = (make_device(n, webdav_server) for n in ("laptop", "lost", "desk"))
+    a.vault.put("shared-before.md", b"everyone had this\n")
+    a.start_group()
+    b.join()
+    c.join()
+    b.vault.put("from-lost.md", b"written before the removal\n")
+    b.sync()
+    a.sync()
+    b.vault.put("race.md", b"RACE: sent after a last looked\n")
+    b.sync()
+    c.sync()  # c has race.md; a, removing b, does not know it
+    assert c.tree()["race.md"] == b"RACE: sent after a last looked\n"
+    new_passphrase = bytearray(b"a new group passphrase")
+    group.remove_device(a.vault, a.remote(), a.state(), "lost", new_passphrase, FAST_KDF)
+    a.vault.put("after.md", b"SECRET-AFTER the removal\n")
+    a.sync()
+
+    c.sync()
+    assert "race.md" not in c.tree()  # b's changes after the cut count nowhere, c drops them
+    assert c.tree() == a.tree()
+    assert c.tree()["from-lost.md"] == b"written before the removal\n"
+    assert c.state().epoch == 1 and a.state().epoch == 1
+
+    b.vault.put("too-late.md", b"after being removed\n")
+    with pytest.raises(DeviceRemoved, match="laptop"):
+        b.sync()
+    a.sync()
+    c.sync()
+    assert "too-late.md" not in a.tree() and "too-late.md" not in c.tree()
+    assert c.tree() == a.tree()
+    readable = _readable_by(webdav_server.root, b.state())
+    assert b"everyone had this\n" in readable  # what it had stays with it
+    assert not [r for r in readable if b"SECRET-AFTER" in r]
+    with pytest.raises(WrongSyncPassphrase):
+        group.open_group(a.remote(), bytearray(SYNC_PASSPHRASE))  # the old passphrase: no more
+    d = make_device("new", webdav_server)
+    opened = group.open_group(d.remote(), new_passphrase)
+    state = group.join(d.vault, d.remote(), opened, name="new")
+    Sync(d.vault, state, d.remote()).run()
+    assert d.tree() == a.tree()
+
+    # the removed device's owner kept the old key: a device enrolled with it counts for nothing
+    old = b.state()
+    sneaky = objects.Device("5eaky" * 6 + "00", "sneaky", bytes(SigningKey.generate().verify_key))
+    sealed = objects.seal_device(old.group, old.group_key, sneaky)
+    a.remote().put_many({objects.device_name(sneaky.device): sealed})
+    a.sync()  # enrolled under a key it was not given after the change: counts as removed
+    status = group.status(a.vault, a.state())
+    assert {d["name"]: d["removed"] for d in status["devices"]} == {
+        "laptop": False,
+        "lost": True,
+        "desk": False,
+        "new": False,
+        "sneaky": True,
+    }

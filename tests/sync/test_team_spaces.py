@@ -149,3 +149,104 @@ def test_a_team_space_in_the_mount(tmp_path):
         assert alice.cli("sync").returncode == 0
         assert (alice.root / "shared" / "acme" / "from-bob.md").read_bytes() == b"hi alice\n"
         assert_nowhere([b"ALICE-ONLY", b"mine.md"], team.root)
+
+
+def test_removing_a_member_changes_the_space_key(tmp_path):
+    alice, bob, carol = (_vault(tmp_path, n) for n in ("alice", "bob", "carol"))
+    with SERVERS["sftp"](tmp_path) as team:
+        t_cfg = ["--rclone-config", str(team.config)]
+        created = run_cli(
+            "share", "create", "acme", team.remote, "--name", "alice", *t_cfg, vault=alice
+        )
+        code = created.stdout.decode().strip()
+        for who, vault in (("bob", bob), ("carol", carol)):
+            joined = run_cli(
+                "share", "join", "acme", team.remote, "--name", who, *t_cfg, vault=vault,
+                env={"MEMVAULT_SHARE_CODE": code},
+            )  # fmt: skip
+            assert joined.returncode == 0, joined.stderr
+        nobody = run_cli("share", "remove-member", "acme", "dave", vault=alice)
+        assert nobody.returncode == 2 and "bob" in assert_one_line_error(nobody)
+        removed = run_cli("share", "remove-member", "acme", "bob", vault=alice)
+        assert removed.returncode == 0, removed.stderr
+        new_code = removed.stdout.decode().strip()
+        assert new_code.startswith("mvshare-") and new_code != code
+        put = run_cli("put", "shared/acme/plans.md", vault=alice, input=b"AFTER-BOB-LEFT\n")
+        assert put.returncode == 0
+        assert run_cli("sync", vault=alice).returncode == 0
+        assert run_cli("sync", vault=carol).returncode == 0
+        assert run_cli("get", "shared/acme/plans.md", vault=carol).stdout == b"AFTER-BOB-LEFT\n"
+        refused = run_cli("sync", vault=bob)
+        assert refused.returncode == 1 and "removed" in assert_one_line_error(refused)
+        assert run_cli("get", "shared/acme/plans.md", vault=bob).returncode != 0
+        dave = _vault(tmp_path, "dave")
+        old = run_cli(
+            "share",
+            "join",
+            "acme",
+            team.remote,
+            *t_cfg,
+            vault=dave,
+            env={"MEMVAULT_SHARE_CODE": code},
+        )
+        assert old.returncode == 4
+        new = run_cli(
+            "share",
+            "join",
+            "acme",
+            team.remote,
+            *t_cfg,
+            vault=dave,
+            env={"MEMVAULT_SHARE_CODE": new_code},
+        )
+        assert new.returncode == 0, new.stderr
+        assert run_cli("get", "shared/acme/plans.md", vault=dave).stdout == b"AFTER-BOB-LEFT\n"
+
+
+def test_removing_a_device_of_the_personal_group(tmp_path):
+    laptop, lost = _vault(tmp_path, "laptop"), _vault(tmp_path, "lost")
+    with SERVERS["sftp"](tmp_path) as server:
+        cfg = ["--rclone-config", str(server.config)]
+        assert (
+            run_cli(
+                "sync",
+                "init",
+                server.remote,
+                "--name",
+                "laptop",
+                *cfg,
+                *FAST,
+                vault=laptop,
+                env=GROUP_PASS,
+            ).returncode
+            == 0
+        )
+        assert (
+            run_cli(
+                "sync",
+                "join",
+                server.remote,
+                "--name",
+                "lost",
+                *cfg,
+                *FAST,
+                vault=lost,
+                env=GROUP_PASS,
+            ).returncode
+            == 0
+        )
+        usage = run_cli("sync", "devices", "drop", "lost", vault=laptop)
+        assert usage.returncode == 2
+        new_pass = {"MEMVAULT_SYNC_PASSPHRASE": "the passphrase after the loss"}
+        removed = run_cli("sync", "devices", "remove", "lost", *FAST, vault=laptop, env=new_pass)
+        assert removed.returncode == 0, removed.stderr
+        assert b"Removed 'lost'" in removed.stderr
+        assert run_cli("put", "later.md", vault=laptop, input=b"LATER\n").returncode == 0
+        assert run_cli("sync", vault=laptop).returncode == 0
+        refused = run_cli("sync", vault=lost)
+        assert refused.returncode == 1 and "removed" in assert_one_line_error(refused)
+        status = json.loads(run_cli("sync", "status", "--json", vault=laptop).stdout)
+        assert {d["name"]: d["removed"] for d in status["devices"]} == {
+            "laptop": False,
+            "lost": True,
+        }
