@@ -5,6 +5,7 @@ no write lost, a hostile remote named."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import random
 import shutil
 import threading
@@ -179,6 +180,7 @@ def test_a_shred_reaches_every_device_and_its_keys_leave_the_remote(webdav_serve
     a.start_group()
     b.join()
     assert b.tree()["burn.md"] == b"PAYLOAD-TO-SHRED\n"
+    a_files = dict(a.state().files)
     a.vault.delete("burn.md")
     report = a.sync()
     assert report.keys_deleted >= 1
@@ -192,6 +194,43 @@ def test_a_shred_reaches_every_device_and_its_keys_leave_the_remote(webdav_serve
     # nor in what either device keeps of the group (sealed in its vault)
     for device in (a, b):
         assert b"burn.md" not in device.state().encode()
+    # and once the logs are compacted, not even its sealed bodies are on the remote
+    burned = {m for m, f in a_files.items() if f.path == "burn.md"}
+    assert [
+        op for op in _every_op(webdav_server.root, b.state()) if op["m"] in burned and "s" in op
+    ]
+    for device in (a, b):
+        device.sync(compact=True)
+    assert not [
+        op for op in _every_op(webdav_server.root, b.state()) if op["m"] in burned and "s" in op
+    ]
+    assert b.tree()["keep.md"] == b"keep me\n"
+
+
+def _every_op(root: Path, state, *, only_readable: bool = False) -> list[dict]:
+    """Every change in every log entry and snapshot on the remote, as stored
+    (``only_readable``: in those ``state``'s keys open, skipping the others)."""
+    ops = []
+    for path in sorted(root.rglob("*")):
+        segment = objects.parse_segment(path.relative_to(root).as_posix())
+        if segment is None or not path.is_file():
+            continue
+        device, first, last = segment
+        public_key = state.devices[device].public_key
+        raw = path.read_bytes()
+        keyring = state.keyring()
+        try:
+            if path.parent.parent.name == "log":
+                ops += objects.open_log(state.group, keyring, device, first, public_key, raw)[0].ops
+            else:
+                snap = objects.open_snapshot(
+                    state.group, keyring, device, first, last, public_key, raw
+                )
+                ops += snap.ops
+        except objects.ObjectError:
+            if not only_readable:
+                raise
+    return ops
 
 
 def _every_readable_version(root: Path, state) -> list[tuple[str, bytes]]:
@@ -200,31 +239,16 @@ def _every_readable_version(root: Path, state) -> list[tuple[str, bytes]]:
     keys = {}
     for path in (root / "keys").iterdir():
         name = f"keys/{path.name}"
-        keys.update(objects.open_keys(state.group, state.group_key, name, path.read_bytes()))
+        keys.update(objects.open_keys(state.group, state.keyring(), name, path.read_bytes()))
     opened = []
-    for path in sorted(root.rglob("*")):
-        segment = objects.parse_segment(path.relative_to(root).as_posix())
-        if segment is None or not path.is_file():
+    for op in _every_op(root, state):
+        key = keys.get(op["v"])
+        if "s" not in op or key is None:
             continue
-        device, first, last = segment
-        public_key = state.devices[device].public_key
-        if path.parent.parent.name == "log":
-            entry, _ = objects.open_log(
-                state.group, state.group_key, device, first, public_key, path.read_bytes()
-            )
-            ops = entry.ops
-        else:
-            ops = objects.open_snapshot(
-                state.group, state.group_key, device, first, last, public_key, path.read_bytes()
-            ).ops
-        for op in ops:
-            key = keys.get(op["v"])
-            if "s" not in op or key is None:
-                continue
-            header, content = objects.open_body(
-                state.group, key, op["m"], Version.parse(op["v"]), base64.b64decode(op["s"])
-            )
-            opened.append((header["p"], content))
+        header, content = objects.open_body(
+            state.group, key, op["m"], Version.parse(op["v"]), base64.b64decode(op["s"])
+        )
+        opened.append((header["p"], content))
     return opened
 
 
@@ -397,43 +421,17 @@ def test_a_server_killed_mid_sync_loses_nothing_and_duplicates_nothing(webdav_se
 
 def _readable_by(root: Path, state) -> list[bytes]:
     """Every memory content some object on the remote opens to with ``state``'s keys."""
-    found = []
-    keyring = state.keyring()
     keys = {}
     for path in (root / "keys").iterdir():
-        try:
-            keys.update(
-                objects.open_keys(state.group, keyring, f"keys/{path.name}", path.read_bytes())
-            )
-        except objects.ObjectError:
-            continue
-    for path in sorted(root.rglob("*")):
-        segment = objects.parse_segment(path.relative_to(root).as_posix())
-        if segment is None or not path.is_file():
-            continue
-        device, first, last = segment
-        public_key = state.devices[device].public_key
-        try:
-            if path.parent.parent.name == "log":
-                ops = objects.open_log(
-                    state.group, keyring, device, first, public_key, path.read_bytes()
-                )[0].ops
-            else:
-                ops = objects.open_snapshot(
-                    state.group, keyring, device, first, last, public_key, path.read_bytes()
-                ).ops
-        except objects.ObjectError:
-            continue
-        for op in ops:
-            if "s" in op and op["v"] in keys:
-                _, content = objects.open_body(
-                    state.group,
-                    keys[op["v"]],
-                    op["m"],
-                    Version.parse(op["v"]),
-                    base64.b64decode(op["s"]),
-                )
-                found.append(content)
+        with contextlib.suppress(objects.ObjectError):
+            name = f"keys/{path.name}"
+            keys.update(objects.open_keys(state.group, state.keyring(), name, path.read_bytes()))
+    found = []
+    for op in _every_op(root, state, only_readable=True):
+        if "s" in op and op["v"] in keys:
+            sealed = base64.b64decode(op["s"])
+            version = Version.parse(op["v"])
+            found.append(objects.open_body(state.group, keys[op["v"]], op["m"], version, sealed)[1])
     return found
 
 
