@@ -36,7 +36,7 @@ from ..vault.records import FILE as VAULT_FILE
 from . import objects
 from .merge import DIRECTORY, FILE, Op, Placed, Version, heads, merge
 from .objects import Device, LogEntry, ObjectError
-from .remote import Remote
+from .remote import Remote, stale_uploads
 from .state import Local, SyncState, save
 
 LOG_BATCH_BYTES = 4 << 20
@@ -723,6 +723,7 @@ class Sync:
         placed = self.apply()
         self.drop_removed_keys(placed)
         self.compact(force=compact)
+        self.remote.delete_many(stale_uploads(self.listing))  # debris of cut uploads
         save(self.vault, self.state, forgets=self.forget_removed(placed))
         return self.report
 

@@ -40,6 +40,8 @@ from ..locations import runtime_dir
 
 INCOMING = "incoming"
 PR_SET_PDEATHSIG = 1
+STALE_UPLOAD_S = 3600.0
+"""An upload batch still in incoming/ after this long was cut short (any device's)."""
 ATTEMPTS = 4
 PAUSES = (0.5, 1.5, 3.0)
 ONE_BY_ONE = 16
@@ -238,7 +240,7 @@ class RcloneRemote:
     def put_many(self, objects: Mapping[str, bytes]) -> None:
         if not objects:
             return
-        batch = f"{INCOMING}/{secrets.token_hex(8)}"
+        batch = f"{INCOMING}/{int(time.time())}-{secrets.token_hex(8)}"
         with self._staging() as tmp:
             for i, data in enumerate(objects.values()):
                 Path(tmp, f"{i:06d}").write_bytes(data)
@@ -266,6 +268,20 @@ class RcloneRemote:
     def delete_many(self, names: Iterable[str]) -> None:
         for name in sorted(set(names)):
             self._call("operations/deletefile", missing_ok=True, fs=self.spec, remote=name)
+
+
+def stale_uploads(listing: Iterable[str], *, older_than: float = STALE_UPLOAD_S) -> list[str]:
+    """Objects under ``incoming/`` that an upload cut short left behind: their batch
+    (named by its start time) is older than ``older_than`` seconds."""
+    limit = time.time() - older_than
+    stale = []
+    for name in listing:
+        parts = name.split("/")
+        if len(parts) == 3 and parts[0] == INCOMING:
+            started = parts[1].split("-", 1)[0]
+            if not started.isdigit() or int(started) < limit:
+                stale.append(name)
+    return stale
 
 
 def _die_with_parent() -> None:

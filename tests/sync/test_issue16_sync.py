@@ -417,6 +417,17 @@ def test_a_server_killed_mid_sync_loses_nothing_and_duplicates_nothing(webdav_se
         versions_per_memory[raw["m"]] = versions_per_memory.get(raw["m"], 0) + 1
     assert max(versions_per_memory.values()) == 1
     assert a.state().seen[a.state().device][0] == 2
+    # what the cut upload left in incoming/ is removed once it is an hour old
+    for batch in [d for d in incoming.iterdir() if d.is_dir()]:
+        batch.rename(incoming / f"{int(time.time()) - 7200}-{batch.name.split('-')[-1]}")
+    (incoming / "1000-cut").mkdir()
+    (incoming / "1000-cut" / "000000").write_bytes(b"half an object")
+    inflight = incoming / f"{int(time.time())}-inflight"  # another device's, uploading now
+    inflight.mkdir()
+    (inflight / "000000").write_bytes(b"another upload")
+    b.sync()
+    left = sorted(p.relative_to(incoming).as_posix() for p in incoming.rglob("*") if p.is_file())
+    assert left == [f"{inflight.name}/000000"]
 
 
 def _readable_by(root: Path, state) -> list[bytes]:
