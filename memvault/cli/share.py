@@ -9,14 +9,12 @@ import os
 import sys
 
 from ..errors import UsageError
-from ..fs.runtime import MountError
 from ..sync import group
-from ..sync.engine import Sync
-from ..sync.remote import rclone_remote
+from ..sync.remote import check_spec
 from ..sync.state import load, share_names
 from . import output
-from .common import common_options, daemon_of, open_in_process, vault_path
-from .sync import sync_config
+from .common import common_options, open_in_process
+from .sync import ask_groups, sync_config
 
 SHARE_CODE_ENV = "MEMVAULT_SHARE_CODE"
 
@@ -27,69 +25,54 @@ remote of its own, under a key of its own. `share create NAME REMOTE:PATH`
 starts one and prints its share code once: pass the code to the members
 out of band; `share join NAME REMOTE:PATH` (the code from $MEMVAULT_SHARE_CODE
 or asked) adds a member. Nothing outside shared/NAME/ ever goes to that
-remote, and the personal sync group never carries shared/.
+remote, and the personal sync group never carries shared/. All of it works
+with the vault locked or unlocked (then the space shows in the mount at once).
 """
 
 
-def _locked(args: argparse.Namespace, what: str) -> None:
-    if daemon_of(args) is not None:
-        raise MountError(
-            f"The vault {vault_path(args)} is unlocked; lock it to {what} a team space "
-            "(syncing it afterwards works mounted)."
-        )
+def _enter(args: argparse.Namespace, action: str, code: bytearray) -> dict:
+    name = group.check_share_name(args.share)
+    request = {
+        "action": action,
+        "share": name,
+        "remote": check_spec(args.remote),
+        "config": sync_config(args),
+        "name": args.name,
+        "secret": code.decode(),
+    }
+    return ask_groups(args, request)
 
 
 def cmd_share_create(args: argparse.Namespace) -> int:
-    name = group.check_share_name(args.share)
-    _locked(args, "create")
     code = group.new_share_code()
-    with open_in_process(args) as vault, rclone_remote(args.remote, sync_config(args)) as remote:
-        state = group.start(
-            vault,
-            remote,
-            code,
-            name=args.name,
-            config=sync_config(args),
-            kdf=group.SHARE_KDF,
-            share=name,
-        )
-        report = Sync(vault, state, remote).run()
-    output.note(f"Created the team space shared/{name}/ at {remote.spec}. {report.sentence()}")
+    answer = _enter(args, "create", code)
+    output.note(
+        f"Created the team space shared/{args.share}/ at {args.remote}. {answer['sentence']}"
+    )
     output.note(
         "Its share code follows, shown this once: give it to each member out of band "
-        f"(they run `memvault share join {name} {remote.spec}`)."
+        f"(they run `memvault share join {args.share} {args.remote}`)."
     )
     output.data(code.decode() + "\n")
     return 0
 
 
 def cmd_share_join(args: argparse.Namespace) -> int:
-    name = group.check_share_name(args.share)
-    _locked(args, "join")
-    code = _read_code()
-    with open_in_process(args) as vault, rclone_remote(args.remote, sync_config(args)) as remote:
-        opened = group.open_group(remote, code)
-        state = group.join(
-            vault, remote, opened, name=args.name, config=sync_config(args), share=name
-        )
-        report = Sync(vault, state, remote).run()
-    output.note(f"Joined the team space shared/{name}/ as {state.name!r}. {report.sentence()}")
+    group.check_share_name(args.share)
+    answer = _enter(args, "join", _read_code())
+    output.note(
+        f"Joined the team space shared/{args.share}/ as {answer['device']!r}. {answer['sentence']}"
+    )
     return 0
 
 
 def cmd_share_remove_member(args: argparse.Namespace) -> int:
     name = group.check_share_name(args.share)
-    _locked(args, "remove a member from")
-    with open_in_process(args) as vault:
-        state = load(vault, name)
-        if state is None:
-            raise UsageError(
-                f"This vault is in no team space {name!r} (see `memvault share list`)."
-            )
-        with rclone_remote(state.remote, state.rclone_config) as remote:
-            Sync(vault, state, remote).run()  # the member's last changes that reached it
-            code = group.new_share_code()
-            group.remove_device(vault, remote, state, args.member, code, group.SHARE_KDF)
+    code = group.new_share_code()
+    ask_groups(
+        args,
+        {"action": "remove", "share": name, "device": args.member, "secret": code.decode()},
+    )
     output.note(
         f"Removed {args.member!r} from shared/{name}/: the space has a new key, which every "
         "other member receives at their next sync; the removed member can read nothing "

@@ -18,7 +18,6 @@ from ..sync import group
 from ..sync.engine import Report, Sync
 from ..sync.remote import rclone_remote
 from ..sync.service import POLL_S, SyncServices
-from ..sync.state import load
 from ..vault import Vault
 from . import output
 from .common import (
@@ -53,12 +52,13 @@ def _mounted(args: argparse.Namespace, action: str) -> int | None:
     record = daemon_of(args)
     if record is None:
         return None
-    if action in ("init", "join", "devices"):
-        what = "remove a device from" if action == "devices" else f"{action}"
+    if action in ("init", "join"):
         raise MountError(
-            f"The vault {vault_path(args)} is unlocked; lock it to {what} a sync group "
-            "(syncing works mounted)."
+            f"The vault {vault_path(args)} is unlocked; lock it to {action} a sync group "
+            "(syncing afterwards works mounted)."
         )
+    if action == "devices":
+        return _remove_device(args)
     answer = control.ask(
         record.control_path, "sync", pid=record.pid, timeout=None, **_request(args, action)
     )
@@ -102,11 +102,11 @@ def cmd_sync(args: argparse.Namespace) -> int:
         return through_daemon
     if action == "join":
         return _join(args)
+    if action == "devices":
+        return _remove_device(args)
     with open_in_process(args) as vault:
         if action == "init":
             return _init(args, vault)
-        if action == "devices":
-            return _remove_device(args, vault)
         if args.watch:
             return _watch_here(vault)
         services = SyncServices(vault)
@@ -157,24 +157,33 @@ def _join(args: argparse.Namespace) -> int:
     return 0
 
 
-def _remove_device(args: argparse.Namespace, vault) -> int:
-    state = load(vault)
-    if state is None:
-        raise NotSynced()
-    with rclone_remote(state.remote, state.rclone_config) as remote:
-        Sync(vault, state, remote).run()  # its last changes, as far as they reached the remote
-        output.note(
-            "The group gets a new key, wrapped under the group passphrase for devices that "
-            "join later: give a new passphrase if the removed device's owner knows the old one."
-        )
-        secret = read_sync_passphrase(from_stdin=False, confirm=True)
-        group.remove_device(
-            vault, remote, state, args.device, secret, kdf_from(args) or DEFAULT_KDF
-        )
+def ask_groups(args: argparse.Namespace, request: dict) -> dict:
+    """A request to the vault's sync groups: through the daemon if it is unlocked
+    (the only writer), else answered here."""
+    record = daemon_of(args)
+    if record is not None:
+        return control.ask(record.control_path, "sync", pid=record.pid, timeout=None, **request)
+    with open_in_process(args) as vault:
+        services = SyncServices(vault)
+        services.start()
+        try:
+            return services.serve(request)
+        finally:
+            services.stop()
+
+
+def _remove_device(args: argparse.Namespace) -> int:
     output.note(
-        f"Removed {args.device!r} from the sync group at {state.remote}: it can read nothing "
-        "written from now on, and its later changes count nowhere; what it already had stays "
-        "with it."
+        "The group gets a new key, wrapped under the group passphrase for devices that "
+        "join later: give a new passphrase if the removed device's owner knows the old one."
+    )
+    secret = read_sync_passphrase(from_stdin=False, confirm=True)
+    kdf = (kdf_from(args) or DEFAULT_KDF).as_dict()
+    request = {"action": "remove", "device": args.device, "secret": secret.decode(), "kdf": kdf}
+    ask_groups(args, request)
+    output.note(
+        f"Removed {args.device!r} from the sync group: it can read nothing written from now "
+        "on, and its later changes count nowhere; what it already had stays with it."
     )
     return 0
 

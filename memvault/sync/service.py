@@ -24,7 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import MemvaultError, NotSynced, RemoteTampered
+from ..crypto.kdf import KdfParams
+from ..errors import MemvaultError, NotSynced, RemoteTampered, UsageError
 from . import group
 from .engine import Report, Sync
 from .remote import RcloneRemote, rclone_remote
@@ -174,8 +175,17 @@ class SyncService:
             ask.done.set()
 
     def _handle(self, request: dict[str, Any]) -> dict[str, Any]:
-        state = self._state()
         action = request.get("action", "now")
+        if action in ("create", "join"):
+            return self._enter(request)
+        state = self._state()
+        if action == "remove":
+            self._sync(state)  # the device's last changes that reached the remote count
+            secret = bytearray(request["secret"].encode())
+            kdf = KdfParams.from_dict(request["kdf"]) if request.get("kdf") else group.SHARE_KDF
+            remote = self._remote_for(state)
+            group.remove_device(self.vault, remote, state, request["device"], secret, kdf)
+            return {"sentence": f"Removed {request['device']!r}.", "watching": self._watching}
         if action == "status":
             report = group.status(self.vault, state)
             report["watching"] = self._watching
@@ -187,6 +197,25 @@ class SyncService:
             self._next_poll = 0.0
         report = self._sync(state, compact=bool(request.get("compact")))
         return {"sentence": report.sentence(), "watching": self._watching}
+
+    def _enter(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Start (``create``) or join a group at ``request["remote"]``: this service's
+        team space, or the personal group (``share`` None)."""
+        if self._remote is not None:
+            self._remote.close()
+        self._remote = rclone_remote(request["remote"], request.get("config"))
+        secret = bytearray(request["secret"].encode())
+        options = {"name": request.get("name"), "config": request.get("config")}
+        if request["action"] == "create":
+            kdf = KdfParams.from_dict(request["kdf"]) if request.get("kdf") else group.SHARE_KDF
+            state = group.start(
+                self.vault, self._remote, secret, kdf=kdf, share=self.share, **options
+            )
+        else:
+            opened = group.open_group(self._remote, secret)
+            state = group.join(self.vault, self._remote, opened, share=self.share, **options)
+        report = self._sync(state)
+        return {"sentence": report.sentence(), "device": state.name, "watching": False}
 
     def _watch_once(self) -> None:
         now = time.monotonic()
@@ -255,6 +284,8 @@ class SyncServices:
 
     def __init__(self, vault, **options: Any) -> None:
         groups = ([None] if load(vault) is not None else []) + share_names(vault)
+        self.vault = vault
+        self._options = options
         self.services = [SyncService(vault, share=share, **options) for share in groups]
 
     def start(self) -> None:
@@ -273,6 +304,8 @@ class SyncServices:
         """Status: the personal group's, with ``shares`` (each space's). Otherwise
         ``sentences``: one per group; a group that fails does not stop the others,
         its error is raised afterwards."""
+        if request.get("action") in ("create", "join", "remove"):
+            return self._one_group(request)
         if not self.services:
             raise NotSynced()
         answers, failed = [], None
@@ -293,3 +326,26 @@ class SyncServices:
                 log.info(line)
             raise failed
         return {"sentences": sentences, "watching": any(a["watching"] for _, a in answers)}
+
+    def _one_group(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Create or join a team space (a new service, kept if it worked), or remove a
+        device from one group (``share``: which; None: the personal group)."""
+        share = request.get("share")
+        if request["action"] == "remove":
+            found = [s for s in self.services if s.share == share]
+            if not found:
+                if share is None:
+                    raise NotSynced()
+                raise UsageError(
+                    f"This vault is in no team space {share!r} (see `memvault share list`)."
+                )
+            return found[0].serve(request)
+        service = SyncService(self.vault, share=share, **self._options)
+        service.start()
+        try:
+            answer = service.serve(request)
+        except BaseException:
+            service.stop()
+            raise
+        self.services.append(service)
+        return answer

@@ -126,16 +126,15 @@ def test_a_team_space_in_the_mount(tmp_path):
     (tmp_path / "alice").mkdir()
     with SERVERS["webdav"](tmp_path) as team, mounted(tmp_path / "alice") as alice:
         t_cfg = ["--rclone-config", str(team.config)]
-        alice.lock()
-        created = alice.cli("share", "create", "acme", team.remote, *t_cfg)
+        created = alice.cli("share", "create", "acme", team.remote, *t_cfg)  # while mounted
         assert created.returncode == 0, created.stderr
         code = created.stdout.decode().strip()
-        assert alice.unlock().returncode == 0
         assert (alice.root / "shared" / "acme").is_dir()
         (alice.root / "shared" / "acme" / "from-alice.md").write_bytes(b"hello team\n")
         (alice.root / "mine.md").write_bytes(b"ALICE-ONLY\n")
-        refused = alice.cli("share", "join", "other", team.remote, *t_cfg)
-        assert refused.returncode != 0 and "lock it" in assert_one_line_error(refused)
+        alice.env["MEMVAULT_SHARE_CODE"] = code
+        nothing = alice.cli("share", "join", "other", team.remote + "-elsewhere", *t_cfg)
+        assert nothing.returncode == 3 and "no sync group" in assert_one_line_error(nothing).lower()
         assert alice.cli("sync").returncode == 0
         joined = run_cli(
             "share", "join", "acme", team.remote, *t_cfg, vault=bob,
