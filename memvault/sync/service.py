@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..crypto.kdf import KdfParams
-from ..errors import MemvaultError, NotSynced, RemoteTampered, UsageError
+from ..errors import DeviceRemoved, MemvaultError, NotSynced, RemoteTampered, UsageError
 from . import group
 from .engine import Report, Sync
 from .remote import RcloneRemote, rclone_remote
@@ -42,6 +42,15 @@ PATIENCE_S = 5.0
 RESCAN_S = 60.0
 """A full sync at least this often (changes no notification announces, e.g. mkdir)."""
 BACKOFF_MAX_S = 120.0
+
+
+def _kdf(request: dict[str, Any]) -> KdfParams:
+    """The Argon2id cost for a new passphrase (a share code needs none to speak of)."""
+    if not request.get("kdf"):
+        return group.SHARE_KDF
+    kdf = KdfParams.from_dict(request["kdf"])
+    kdf.validate()
+    return kdf
 
 
 @dataclass
@@ -182,9 +191,8 @@ class SyncService:
         if action == "remove":
             self._sync(state)  # the device's last changes that reached the remote count
             secret = bytearray(request["secret"].encode())
-            kdf = KdfParams.from_dict(request["kdf"]) if request.get("kdf") else group.SHARE_KDF
             remote = self._remote_for(state)
-            group.remove_device(self.vault, remote, state, request["device"], secret, kdf)
+            group.remove_device(self.vault, remote, state, request["device"], secret, _kdf(request))
             return {"sentence": f"Removed {request['device']!r}.", "watching": self._watching}
         if action == "status":
             report = group.status(self.vault, state)
@@ -207,9 +215,8 @@ class SyncService:
         secret = bytearray(request["secret"].encode())
         options = {"name": request.get("name"), "config": request.get("config")}
         if request["action"] == "create":
-            kdf = KdfParams.from_dict(request["kdf"]) if request.get("kdf") else group.SHARE_KDF
             state = group.start(
-                self.vault, self._remote, secret, kdf=kdf, share=self.share, **options
+                self.vault, self._remote, secret, kdf=_kdf(request), share=self.share, **options
             )
         else:
             opened = group.open_group(self._remote, secret)
@@ -225,7 +232,7 @@ class SyncService:
                 self._sync(self._state())
             self._failures = 0
             self.last_error = None
-        except RemoteTampered as exc:
+        except (RemoteTampered, DeviceRemoved) as exc:  # until someone asks again
             self._watching = False
             self.last_error = str(exc)
             log.error("sync stopped watching: %s", exc)
