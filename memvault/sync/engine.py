@@ -293,32 +293,25 @@ class Sync:
         seq, prev = st.seen.get(device, [0, ""])[:2]
         for first, last, name in plan:
             try:
-                if name.startswith("log/"):
-                    entry, digest = objects.open_log(
-                        st.group, st.keyring(), device, first, enrolled.public_key, got[name]
-                    )
-                    start, ops, hlc = entry.prev, entry.ops, entry.hlc
-                else:
-                    snap = objects.open_snapshot(
-                        st.group, st.keyring(), device, first, last, enrolled.public_key, got[name]
-                    )
-                    start, ops, hlc, digest = snap.prev, snap.ops, snap.hlc, snap.digest
+                seg = objects.open_segment(
+                    st.group, st.keyring(), name, enrolled.public_key, got[name]
+                )
             except ObjectError as exc:
                 raise self._tampered(f"{exc} (device {self._who(device)})") from None
-            if first == seq + 1 and start != prev:  # a snapshot begun earlier cannot say
+            if first == seq + 1 and seg.prev != prev:  # a snapshot begun earlier cannot say
                 raise self._tampered(
                     f"change {first} of device {self._who(device)} does not follow change "
                     f"{seq} (replayed or reordered)"
                 )
             cutoff = st.removed.get(device)
-            for wire in ops:
+            for wire in seg.ops:
                 origin = wire.get("q", first) if isinstance(wire.get("q"), int) else first
                 if cutoff is not None and origin > cutoff:
                     continue  # made after its device was removed: counts nowhere
                 self.report.pulled += self._take_op(device, origin, wire)
-            st.observe(hlc)
-            seq, prev = last, digest
-            st.seen[device] = [seq, digest, hlc]
+            st.observe(seg.hlc)
+            seq, prev = last, seg.digest
+            st.seen[device] = [seq, seg.digest, seg.hlc]
 
     def _take_op(self, device: str, seq: int, wire: dict) -> bool:
         """True if the change was new here."""
@@ -683,25 +676,17 @@ class Sync:
         public_key = st.devices[st.device].public_key
         ops: list[dict] = []
         prev = digest = ""
-        for i, (first, last, name) in enumerate(run):
+        for i, (first, _, name) in enumerate(run):
             if name not in got:
                 raise self._tampered(f"{name} of this device vanished")
             try:
-                if name.startswith("log/"):
-                    entry, digest = objects.open_log(
-                        st.group, st.keyring(), st.device, first, public_key, got[name]
-                    )
-                    start, batch = entry.prev, entry.ops
-                else:
-                    snap = objects.open_snapshot(
-                        st.group, st.keyring(), st.device, first, last, public_key, got[name]
-                    )
-                    start, batch, digest = snap.prev, snap.ops, snap.digest
+                seg = objects.open_segment(st.group, st.keyring(), name, public_key, got[name])
             except ObjectError as exc:
                 raise self._tampered(f"{exc} (this device)") from None
             if i == 0:
-                prev = start
-            ops.extend(op if "q" in op else {**op, "q": first} for op in batch)
+                prev = seg.prev
+            digest = seg.digest
+            ops.extend(op if "q" in op else {**op, "q": first} for op in seg.ops)
         live = {str(op.version) for ranked in self._heads().values() for op in ranked}
         kept = [op if op.get("v") in live else _bare(op) for op in ops]
         snap = objects.Snapshot(st.device, run[0][0], run[-1][1], prev, digest, st.hlc, kept)

@@ -346,6 +346,21 @@ def open_snapshot(
     return snap
 
 
+def open_segment(
+    group: bytes, keyring: Keyring, name: str, public_key: bytes, sealed: bytes
+) -> Snapshot:
+    """A log entry or a snapshot by its name, as the changes first..last it carries
+    (an entry is one change: first = last); ObjectError as open_log/open_snapshot."""
+    parsed = parse_segment(name)
+    if parsed is None:
+        raise ObjectError(f"{name} is not a log object")
+    device, first, last = parsed
+    if name.startswith("log/"):
+        entry, digest = open_log(group, keyring, device, first, public_key, sealed)
+        return Snapshot(device, first, first, entry.prev, digest, entry.hlc, entry.ops)
+    return open_snapshot(group, keyring, device, first, last, public_key, sealed)
+
+
 @dataclass(frozen=True)
 class Rotation:
     """A change of the group's key (``epoch``) by device ``by``: the devices it

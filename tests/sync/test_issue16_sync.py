@@ -215,18 +215,12 @@ def _every_op(root: Path, state, *, only_readable: bool = False) -> list[dict]:
         segment = objects.parse_segment(path.relative_to(root).as_posix())
         if segment is None or not path.is_file():
             continue
-        device, first, last = segment
-        public_key = state.devices[device].public_key
-        raw = path.read_bytes()
-        keyring = state.keyring()
+        public_key = state.devices[segment[0]].public_key
+        name = path.relative_to(root).as_posix()
         try:
-            if path.parent.parent.name == "log":
-                ops += objects.open_log(state.group, keyring, device, first, public_key, raw)[0].ops
-            else:
-                snap = objects.open_snapshot(
-                    state.group, keyring, device, first, last, public_key, raw
-                )
-                ops += snap.ops
+            ops += objects.open_segment(
+                state.group, state.keyring(), name, public_key, path.read_bytes()
+            ).ops
         except objects.ObjectError:
             if not only_readable:
                 raise
