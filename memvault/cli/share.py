@@ -10,11 +10,10 @@ import sys
 
 from ..errors import UsageError
 from ..sync import group
-from ..sync.remote import check_spec
 from ..sync.state import load, share_names
 from . import output
 from .common import common_options, open_in_process
-from .sync import ask_groups, sync_config
+from .sync import ask_groups, entering
 
 SHARE_CODE_ENV = "MEMVAULT_SHARE_CODE"
 
@@ -31,16 +30,7 @@ with the vault locked or unlocked (then the space shows in the mount at once).
 
 
 def _enter(args: argparse.Namespace, action: str, code: bytearray) -> dict:
-    name = group.check_share_name(args.share)
-    request = {
-        "action": action,
-        "share": name,
-        "remote": check_spec(args.remote),
-        "config": sync_config(args),
-        "name": args.name,
-        "secret": code.decode(),
-    }
-    return ask_groups(args, request)
+    return ask_groups(args, entering(args, action, code, group.check_share_name(args.share)))
 
 
 def cmd_share_create(args: argparse.Namespace) -> int:

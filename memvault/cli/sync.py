@@ -12,11 +12,10 @@ from pathlib import Path
 from ..crypto.kdf import DEFAULT_KDF
 from ..errors import NotSynced, UsageError, VaultNotFound
 from ..fs import control
-from ..fs.runtime import MountError
 from ..passphrase import read_sync_passphrase
 from ..sync import group
-from ..sync.engine import Report, Sync
-from ..sync.remote import rclone_remote
+from ..sync.engine import Report
+from ..sync.remote import check_spec, rclone_remote
 from ..sync.service import POLL_S, SyncServices
 from ..vault import Vault
 from . import output
@@ -52,11 +51,10 @@ def _mounted(args: argparse.Namespace, action: str) -> int | None:
     record = daemon_of(args)
     if record is None:
         return None
-    if action in ("init", "join"):
-        raise MountError(
-            f"The vault {vault_path(args)} is unlocked; lock it to {action} a sync group "
-            "(syncing afterwards works mounted)."
-        )
+    if action == "init":
+        return _init(args)
+    if action == "join":
+        return _join(args)
     if action == "devices":
         return _remove_device(args)
     answer = control.ask(
@@ -100,13 +98,13 @@ def cmd_sync(args: argparse.Namespace) -> int:
     through_daemon = _mounted(args, action)
     if through_daemon is not None:
         return through_daemon
+    if action == "init":
+        return _init(args)
     if action == "join":
         return _join(args)
     if action == "devices":
         return _remove_device(args)
     with open_in_process(args) as vault:
-        if action == "init":
-            return _init(args, vault)
         if args.watch:
             return _watch_here(vault)
         services = SyncServices(vault)
@@ -127,34 +125,48 @@ def _create_for_join(args: argparse.Namespace) -> None:
     output.note(f"Created the vault {path} for this device.")
 
 
-def _init(args: argparse.Namespace, vault) -> int:
-    with rclone_remote(args.remote, sync_config(args)) as remote:
-        secret = read_sync_passphrase(from_stdin=False, confirm=True)
-        kdf = kdf_from(args) or DEFAULT_KDF
-        state = group.start(
-            vault, remote, secret, name=args.name, config=sync_config(args), kdf=kdf
-        )
-        output.note(
-            f"Started a sync group at {remote.spec}; this vault is its device {state.name!r}."
-        )
-        report = Sync(vault, state, remote).run()
-    output.note(report.sentence())
-    output.note(f"On another machine: `memvault sync join {remote.spec}` with the same passphrase.")
+def _init(args: argparse.Namespace) -> int:
+    secret = read_sync_passphrase(from_stdin=False, confirm=True)
+    answer = ask_groups(args, entering(args, "create", secret))
+    output.note(
+        f"Started a sync group at {args.remote}; this vault is its device {answer['device']!r}. "
+        f"{answer['sentence']}"
+    )
+    output.note(f"On another machine: `memvault sync join {args.remote}` with the same passphrase.")
     return 0
 
 
 def _join(args: argparse.Namespace) -> int:
-    """The group's passphrase is checked first: a typo creates no vault."""
-    with rclone_remote(args.remote, sync_config(args)) as remote:
-        opened = group.open_group(remote, read_sync_passphrase(from_stdin=False))
-        if not vault_path(args).exists():
-            _create_for_join(args)
-        with open_in_process(args) as vault:
-            state = group.join(vault, remote, opened, name=args.name, config=sync_config(args))
-            output.note(f"Joined the sync group at {remote.spec} as device {state.name!r}.")
-            report = Sync(vault, state, remote).run()
-    output.note(report.sentence())
+    """A new vault is made only once the group's passphrase opened the group: a typo
+    creates nothing."""
+    secret = read_sync_passphrase(from_stdin=False)
+    if not vault_path(args).exists():
+        with rclone_remote(args.remote, sync_config(args)) as remote:
+            group.open_group(remote, secret)
+        _create_for_join(args)
+    answer = ask_groups(args, entering(args, "join", secret))
+    output.note(
+        f"Joined the sync group at {args.remote} as device {answer['device']!r}. "
+        f"{answer['sentence']}"
+    )
     return 0
+
+
+def entering(
+    args: argparse.Namespace, action: str, secret: bytearray, share: str | None = None
+) -> dict:
+    """A request to start (``create``) or join the personal group or a team space."""
+    request = {
+        "action": action,
+        "share": share,
+        "remote": check_spec(args.remote),
+        "config": sync_config(args),
+        "name": args.name,
+        "secret": secret.decode(),
+    }
+    if share is None:  # a passphrase to stretch; a share code is random enough
+        request["kdf"] = (kdf_from(args) or DEFAULT_KDF).as_dict()
+    return request
 
 
 def ask_groups(args: argparse.Namespace, request: dict) -> dict:
