@@ -296,8 +296,8 @@ def _write_atomically(
     # search index (.md/.txt only) nor ingest takes it for a memory meanwhile.
     temp = f"{TEMP_PREFIX}{secrets.token_hex(8)}"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    f = open(os.open(temp, flags, 0o666, dir_fd=parent), "wb")  # noqa: SIM115
-    try:
+    try:  # from the open on: a Ctrl-C right after it still removes the temporary
+        f = open(os.open(temp, flags, 0o666, dir_fd=parent), "wb")  # noqa: SIM115
         with f:
             with suppress(FileNotFoundError):  # a replaced memory keeps its mode
                 old = os.stat(name, dir_fd=parent, follow_symlinks=False)
@@ -312,10 +312,12 @@ def _write_atomically(
                 f.flush()  # the last write would set the time again
                 os.utime(f.fileno(), ns=(mtime_ns, mtime_ns))
         os.rename(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
-    except BaseException:
-        # Until removed it is a real memory in the vault: removing it shreds it.
-        with suppress(OSError):
-            os.unlink(temp, dir_fd=parent)
+    except BaseException as exc:
+        # Until removed it is a real memory in the vault: removing it shreds it
+        # (unless the name was someone else's: O_EXCL refused it).
+        if not isinstance(exc, FileExistsError):
+            with suppress(OSError):
+                os.unlink(temp, dir_fd=parent)
         raise
 
 
