@@ -46,23 +46,6 @@ def sync_config(args: argparse.Namespace) -> str | None:
     return str(Path(given).expanduser().absolute()) if given else None
 
 
-def _mounted(args: argparse.Namespace, action: str) -> int | None:
-    """Through the daemon, if the vault is unlocked (it is then the only writer)."""
-    record = daemon_of(args)
-    if record is None:
-        return None
-    if action == "init":
-        return _init(args)
-    if action == "join":
-        return _join(args)
-    if action == "devices":
-        return _remove_device(args)
-    answer = control.ask(
-        record.control_path, "sync", pid=record.pid, timeout=None, **_request(args, action)
-    )
-    return _show(args, answer, mounted=True)
-
-
 def _request(args: argparse.Namespace, action: str) -> dict:
     if action == "now" and args.watch is not None:
         action = "watch" if args.watch else "unwatch"
@@ -95,25 +78,17 @@ def cmd_sync(args: argparse.Namespace) -> int:
         raise UsageError(f"Unknown sync action {action!r}; see `memvault sync --help`.")
     if action != "now" and (args.watch is not None or args.compact):
         raise UsageError("--watch, --no-watch and --compact go with `memvault sync` alone.")
-    through_daemon = _mounted(args, action)
-    if through_daemon is not None:
-        return through_daemon
     if action == "init":
         return _init(args)
     if action == "join":
         return _join(args)
     if action == "devices":
         return _remove_device(args)
-    with open_in_process(args) as vault:
-        if args.watch:
+    mounted = daemon_of(args) is not None
+    if args.watch and not mounted:
+        with open_in_process(args) as vault:
             return _watch_here(vault)
-        services = SyncServices(vault)
-        services.start()
-        try:
-            answer = services.serve(_request(args, action))
-        finally:
-            services.stop()
-        return _show(args, answer, mounted=False)
+    return _show(args, ask_groups(args, _request(args, action)), mounted=mounted)
 
 
 def _create_for_join(args: argparse.Namespace) -> None:
