@@ -67,6 +67,8 @@ SEARCH_INODE = 1 << 62
 RESULT_FH_BASE = 1 << 62
 """Handles of open search results; handles of files stay far below."""
 XATTR_NAMESPACE = "user."
+SLOW_SYNC_S = 0.002
+"""An fsync that took longer than this sends the next one to a worker thread."""
 
 
 def request(handler: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
@@ -111,16 +113,30 @@ class VaultOperations(pyfuse3.Operations):
         self._dirs: dict[int, list[tuple[bytes, int, pyfuse3.EntryAttributes]]] = {}
         self._openers: dict[int, Caller] = {}  # who opened each handle (audit.py)
         self._dir_ids = iter(range(1, 2**62))
+        self._sync_inline = True  # while the disk flushes quickly (see _durable)
 
     # -- helpers -----------------------------------------------------------------
 
     async def _in_thread(self, fn: Callable[..., T], *args, **kwargs) -> T:
-        """Run what may wait on the disk or the model (fsync, a query) off the trio thread.
+        """Run what may wait on the disk or the model (a slow fsync, a query) off the
+        trio thread.
 
         Everything else runs inline: a journaled commit costs one write(), far
         less than a thread hop (about 150 µs here).
         """
         return await trio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+
+    async def _durable(self, fn: Callable[[], None]) -> None:
+        """Run an fsync: on the trio thread while the disk flushes within SLOW_SYNC_S
+        (a thread hop costs about 100 µs, half of a journal fdatasync here), in a
+        worker thread once one took longer, so a slow disk never holds up the
+        other requests for long. Each fsync's time decides for the next."""
+        start = time.monotonic()
+        if self._sync_inline:
+            fn()
+        else:
+            await self._in_thread(fn)
+        self._sync_inline = time.monotonic() - start < SLOW_SYNC_S
 
     def _record(self, inode: int) -> bytes | None:
         """The record id of an inode (None for the root)."""
@@ -364,7 +380,7 @@ class VaultOperations(pyfuse3.Operations):
 
     @request
     async def fsyncdir(self, fh, datasync):
-        await self._in_thread(self.vault.sync)
+        await self._durable(self.vault.sync)
 
     @request
     async def mkdir(self, parent_inode, name, mode, ctx):
@@ -521,7 +537,7 @@ class VaultOperations(pyfuse3.Operations):
     @request
     async def fsync(self, fh, datasync):
         if fh < RESULT_FH_BASE:
-            await self._in_thread(self.vault.sync)
+            await self._durable(self.vault.sync_files)
 
     @request
     async def release(self, fh):

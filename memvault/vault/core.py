@@ -1273,10 +1273,19 @@ class Vault:
                     self._writer.store_staged()
 
     def sync(self) -> None:
-        """Make every change so far durable on disk (fsync), directory times and new
-        files too."""
+        """Make every change so far durable on disk (fsync of a directory, or of the
+        vault): directory times and new files too."""
         if not self._store.readonly:
             self._writer.persist_times()
+            self._store.make_durable()
+
+    def sync_files(self) -> None:
+        """fsync() of a file: every write is in the journal already, so store the new
+        files still staged and flush the journal once. Directory times are not
+        part of a file's fsync (POSIX: that is the directory's); they reach the
+        journal with the next flush or an fsync of a directory."""
+        if not self._store.readonly:
+            self.store_new_files()
             self._store.make_durable()
 
     def compact(self) -> tuple[int, int]:

@@ -39,6 +39,7 @@ import logging
 import os
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -96,6 +97,8 @@ RESERVE_BYTES = 256 << 10
 """Disk space kept aside so that a shred (which frees space) works on a full disk."""
 ROOM_BYTES = 64 << 20
 """Free disk space below which a new file is stored at once, not with its first write."""
+ROOM_RECHECK_S = 0.5
+"""How long a disk found roomy is taken to stay so."""
 FLUSH_PART_BYTES = 32 << 20
 """Journaled bytes moved into LMDB per transaction: an LMDB write transaction
 keeps its dirty pages in memory until it commits, so a flush of a large
@@ -156,6 +159,7 @@ class Store:
         self.path = path
         self.readonly = readonly
         self._lock_fd: int | None = None
+        self._room_until = float("-inf")  # has_room() said yes; asked again after this
         self._journal: Journal | None = None
         self._journal_writes = False
         self._journal_key: bytearray | None = None
@@ -341,12 +345,18 @@ class Store:
             reserve.unlink(missing_ok=True)
 
     def has_room(self) -> bool:
-        """Whether the disk holding the vault has ROOM_BYTES free (a statvfs)."""
+        """Whether the disk holding the vault has ROOM_BYTES free (a statvfs, asked
+        again ROOM_RECHECK_S after a yes: a burst of creates costs one)."""
+        if time.monotonic() < self._room_until:
+            return True
         try:
             disk = os.statvfs(self.path.parent)
         except OSError:
             return False
-        return disk.f_bavail * disk.f_frsize >= ROOM_BYTES
+        room = disk.f_bavail * disk.f_frsize >= ROOM_BYTES
+        if room:
+            self._room_until = time.monotonic() + ROOM_RECHECK_S
+        return room
 
     def release_reserve(self) -> bool:
         """Give the reserved space back to the disk; False if there was none."""

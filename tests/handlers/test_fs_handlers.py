@@ -11,12 +11,15 @@ import contextlib
 import errno
 import os
 import stat
+import threading
+import time
 from types import SimpleNamespace
 
 import pyfuse3
 import pytest
 import trio
 
+from memvault.fs import operations
 from memvault.fs.inodes import ROOT
 from memvault.fs.operations import VaultOperations
 
@@ -235,3 +238,32 @@ def test_truncating_a_large_file_to_nothing_decrypts_nothing(ops, vault, monkeyp
 
     run(go)
     assert decrypted == [] and read(ops, inode) == b""
+
+
+def test_fsync_runs_inline_while_the_disk_is_quick_and_in_a_thread_after_a_slow_one(
+    ops, vault, monkeypatch
+):
+    """A thread hop costs about as much as a journal fdatasync, so fsync runs on
+    the file system's own thread; once one took longer than SLOW_SYNC_S (a slow
+    disk, simulated by a delay after the real flush), the next runs in a worker
+    thread so the other requests are served meanwhile; a quick one brings it back."""
+    inode = create(ops, ROOT, b"a.md", b"hello")
+    threads, delays = [], [0.0, operations.SLOW_SYNC_S * 3, 0.0, 0.0]
+    real = vault.sync_files
+
+    def sync_files():
+        real()
+        threads.append(threading.current_thread() is threading.main_thread())
+        time.sleep(delays[len(threads) - 1])
+
+    monkeypatch.setattr(vault, "sync_files", sync_files)
+
+    async def go():
+        info = await ops.open(inode, os.O_RDWR, CTX)
+        for _ in delays:
+            await ops.fsync(info.fh, True)
+        await ops.release(info.fh)
+
+    run(go)
+    assert threads == [True, True, False, True]
+    assert vault.get("a.md") == b"hello"
