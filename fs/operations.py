@@ -122,13 +122,13 @@ class VaultOperations(pyfuse3.Operations):
         trio thread.
 
         Everything else runs inline: a journaled commit costs one write(), far
-        less than a thread hop (about 150 µs here).
+        less than a thread hop (about 100 µs here).
         """
         return await trio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
 
     async def _durable(self, fn: Callable[[], None]) -> None:
         """Run an fsync: on the trio thread while the disk flushes within SLOW_SYNC_S
-        (a thread hop costs about 100 µs, half of a journal fdatasync here), in a
+        (a thread hop costs half as much as a journal fdatasync here), in a
         worker thread once one took longer, so a slow disk never holds up the
         other requests for long. Each fsync's time decides for the next."""
         start = time.monotonic()
