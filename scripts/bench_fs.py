@@ -2,7 +2,8 @@
 a second memvault whose daemon keeps no audit trail: what the trail costs)
 and the plain pyfuse3 + trio memfs (scripts/memfs.py, the floor of the
 binding; also with FLUSH answered ENOSYS, and sealing and journaling every
-write: the floor of an encrypted journaled design on this stack) all
+write, decrypting every read, answering GETXATTR and fsync as memvault must:
+the floor of an encrypted journaled design on this stack) all
 mounted at once, every phase run on each in turn, in an order that rotates
 from round to round; medians over the rounds. The machine is shared:
 same-run ratios hold where absolute times move.
