@@ -6,17 +6,22 @@ and a killed daemon loses no write that returned. What a state keeps is the
 plaintext of the chunks used last (reads and partial writes of a chunk need
 not decrypt it again). A file unlinked while open stays a record without
 a name (an orphan) until its last handle closes, so its handles go on
-reading and writing it as any other.
+reading and writing it as any other. Small files also leave their plaintext
+in RecentBodies at their last close: reopened unchanged, they are not
+decrypted again.
 """
 
 from __future__ import annotations
 
 import itertools
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
 CACHED_CHUNKS = 32
 """Chunks (64 KiB each) kept decrypted per open file: 2 MiB at most."""
+RECENT_BYTES = 8 << 20
+"""Plaintext of recently used small files kept across opens (see RecentBodies)."""
 
 
 @dataclass
@@ -74,3 +79,54 @@ class OpenFiles:
         if not state.handles and self._by_record.get(state.record_id) is state:
             del self._by_record[state.record_id]
         return state
+
+
+class RecentBodies:
+    """The plaintext of small files used lately, by record id and body generation.
+
+    A file is opened, read or appended to and closed again and again (an
+    agent's notes, `grep -r`); its open state goes with its last close, so
+    each open would decrypt it again. Kept here, a later open whose file still
+    has the same content (the same body generation) decrypts nothing. Any
+    change to a record drops its entry (a vault listener: a shred leaves no
+    plaintext behind here), and RECENT_BYTES bound them all. Listeners run in
+    the writer's thread: a lock keeps the dictionary whole.
+    """
+
+    def __init__(self, limit: int = RECENT_BYTES) -> None:
+        self._limit = limit
+        self._size = 0
+        self._bodies: OrderedDict[bytes, tuple[int, bytes]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, record_id: bytes, body_gen: int) -> bytes | None:
+        with self._lock:
+            found = self._bodies.get(record_id)
+            if found is None or found[0] != body_gen:
+                return None
+            self._bodies.move_to_end(record_id)
+            return found[1]
+
+    def put(self, record_id: bytes, body_gen: int, content: bytes) -> None:
+        with self._lock:
+            self._pop(record_id)
+            if len(content) > self._limit:
+                return
+            self._bodies[record_id] = (body_gen, content)
+            self._size += len(content)
+            while self._size > self._limit:
+                self._size -= len(self._bodies.popitem(last=False)[1][1])
+
+    def forget(self, record_id: bytes) -> None:
+        with self._lock:
+            self._pop(record_id)
+
+    def _pop(self, record_id: bytes) -> None:
+        old = self._bodies.pop(record_id, None)
+        if old is not None:
+            self._size -= len(old[1])
+
+    def on_change(self, kind: str, record_id: bytes, path: str, data: bytes | None) -> None:
+        """A vault listener: new content or a shred; a move keeps the content."""
+        if kind != "move":
+            self.forget(record_id)

@@ -48,7 +48,7 @@ from ..vault.audit import THE_VAULT, Caller, current_caller, process_caller
 from ..vault.bodies import CHUNK_SIZE
 from ..vault.records import DIRECTORY, FILE, SYMLINK, Meta
 from .errors import as_fuse_error
-from .handles import OpenFile, OpenFiles
+from .handles import OpenFile, OpenFiles, RecentBodies
 from .inodes import ROOT, InodeTable
 from .searchtree import ResultCache
 
@@ -106,6 +106,8 @@ class VaultOperations(pyfuse3.Operations):
         self.mountpoint = mountpoint
         self.results = ResultCache(SEARCH_INODE + 1)
         vault.add_listener(self.results.invalidate)  # a shred or an edit: no stale result
+        self.recent = RecentBodies()
+        vault.add_listener(self.recent.on_change)
         self._result_handles: dict[int, bytes] = {}
         self._result_fhs = itertools.count(RESULT_FH_BASE)
         self.inodes = InodeTable()
@@ -179,15 +181,23 @@ class VaultOperations(pyfuse3.Operations):
     def _attrs_of(self, record_id: bytes | None) -> pyfuse3.EntryAttributes:
         return self._attrs(self._meta(record_id), record_id)
 
-    def _chunk(self, state: OpenFile, index: int, size: int) -> bytearray:
-        """Chunk ``index`` of an open file of ``size`` bytes, from its state or
-        decrypted once; as long as the file says (a chunk kept before the file
-        grew past it is zero-extended: what lies beyond its old end is a hole)."""
+    def _chunk(self, state: OpenFile, index: int, meta: Meta) -> bytearray:
+        """Chunk ``index`` of an open file, from its state, from the recent small
+        files or decrypted once; as long as the file says (a chunk kept before
+        the file grew past it is zero-extended: what lies beyond its old end is
+        a hole)."""
         chunk = state.chunk(index)
         if chunk is None:
-            chunk = self.vault.read_chunk(state.record_id, index)
+            small = not meta.chunked  # one chunk, its whole content
+            kept = self.recent.get(state.record_id, meta.body_gen) if small else None
+            if kept is not None:
+                chunk = bytearray(kept)
+            else:
+                chunk = self.vault.read_chunk(state.record_id, index)
+                if small:
+                    self.recent.put(state.record_id, meta.body_gen, bytes(chunk))
             state.remember(index, chunk)
-        length = min(CHUNK_SIZE, size - index * CHUNK_SIZE)
+        length = min(CHUNK_SIZE, meta.size - index * CHUNK_SIZE)
         if len(chunk) < length:
             chunk.extend(bytes(length - len(chunk)))
         return chunk
@@ -480,14 +490,14 @@ class VaultOperations(pyfuse3.Operations):
         if fh >= RESULT_FH_BASE:
             return self._result_handles[fh][off : off + size]
         state = self.files.get(fh)
-        file_size = self._meta(state.record_id).size
-        end = min(off + size, file_size)
+        meta = self._meta(state.record_id)
+        end = min(off + size, meta.size)
         if off >= end:
             return b""
         parts = []
         for index in range(off // CHUNK_SIZE, (end - 1) // CHUNK_SIZE + 1):
             start = index * CHUNK_SIZE
-            chunk = memoryview(self._chunk(state, index, file_size))
+            chunk = memoryview(self._chunk(state, index, meta))
             parts.append(chunk[max(off - start, 0) : end - start])
         return b"".join(parts)
 
@@ -503,7 +513,8 @@ class VaultOperations(pyfuse3.Operations):
         if not buf:
             return 0
         current_caller.set(self._openers.get(fh, THE_VAULT))
-        old_size = self._meta(state.record_id).size
+        old = self._meta(state.record_id)
+        old_size = old.size
         size = max(old_size, end)
         data = memoryview(buf)
         changed = {}
@@ -518,14 +529,16 @@ class VaultOperations(pyfuse3.Operations):
             if start >= old_size:
                 chunk = bytearray(length)  # nothing of it stored yet: no read
             else:  # a copy: the kept chunk changes only once the write is committed
-                chunk = bytearray(self._chunk(state, index, old_size))
+                chunk = bytearray(self._chunk(state, index, old))
             if len(chunk) < length:
                 chunk.extend(bytes(length - len(chunk)))
             chunk[lo:hi] = part
             changed[index] = chunk
-        self.vault.write_chunks(state.record_id, changed, size)
+        meta = self.vault.write_chunks(state.record_id, changed, size)
         for index, chunk in changed.items():
             state.remember(index, chunk)
+        if not meta.chunked:  # the whole content: the next open decrypts nothing
+            self.recent.put(state.record_id, meta.body_gen, bytes(changed[0]))
         return len(buf)
 
     @request

@@ -12,8 +12,9 @@ BLAKE2b MAC (over the chunks' tags, as memvault's journal does) in one
 pwritev before it replies; an unlink appends a deletion, a rename the new
 name sealed. A read decrypts the sealed chunks it touches (nothing is
 served from plaintext), fsync() is an fdatasync of the journal, and
-extended attributes are supported (none is ever set: GETXATTR answers "no
-such attribute", so the kernel keeps asking before every write, as it asks
+user.* extended attributes are supported (none is ever set: GETXATTR
+answers "no such attribute" for them and "not supported" for the others,
+as memvault does, so the kernel keeps asking before every write, as it asks
 memvault and gocryptfs). It is the floor of an encrypted, journaled design
 on this stack: what memvault costs above it is its own structure (records,
 the vault state, the audit trail, the path tree).
@@ -218,7 +219,8 @@ class MemFS(pyfuse3.Operations):
     async def getxattr(self, inode, name, ctx):
         if self.journal is None:
             raise pyfuse3.FUSEError(errno.ENOSYS)
-        raise pyfuse3.FUSEError(errno.ENODATA)
+        # as memvault answers: user.* supported (none set here), the rest not
+        raise pyfuse3.FUSEError(errno.ENODATA if name.startswith(b"user.") else errno.ENOTSUP)
 
     async def release(self, fh):
         pass

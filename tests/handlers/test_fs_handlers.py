@@ -20,6 +20,7 @@ import pytest
 import trio
 
 from memvault.fs import operations
+from memvault.fs.handles import RecentBodies
 from memvault.fs.inodes import ROOT
 from memvault.fs.operations import VaultOperations
 
@@ -247,8 +248,9 @@ def test_fsync_runs_inline_while_the_disk_is_quick_and_in_a_thread_after_a_slow_
     the file system's own thread; once one took longer than SLOW_SYNC_S (a slow
     disk, simulated by a delay after the real flush), the next runs in a worker
     thread so the other requests are served meanwhile; a quick one brings it back."""
+    monkeypatch.setattr(operations, "SLOW_SYNC_S", 0.3)  # far above a loaded CI's fdatasync
     inode = create(ops, ROOT, b"a.md", b"hello")
-    threads, delays = [], [0.0, operations.SLOW_SYNC_S * 3, 0.0, 0.0]
+    threads, delays = [], [0.0, 0.6, 0.0, 0.0]
     real = vault.sync_files
 
     def sync_files():
@@ -267,3 +269,39 @@ def test_fsync_runs_inline_while_the_disk_is_quick_and_in_a_thread_after_a_slow_
     run(go)
     assert threads == [True, True, False, True]
     assert vault.get("a.md") == b"hello"
+
+
+def test_a_small_file_reopened_unchanged_is_not_decrypted_again(ops, vault, monkeypatch):
+    """Its plaintext is kept across opens by body generation (RecentBodies): a
+    change made behind the mount's back is read anew, a shred drops it."""
+    decrypted = []
+    real = vault.read_chunk
+
+    def read_chunk(record_id, index):
+        decrypted.append(record_id)
+        return real(record_id, index)
+
+    monkeypatch.setattr(vault, "read_chunk", read_chunk)
+    inode = create(ops, ROOT, b"a.md", b"first")
+    assert read(ops, inode) == b"first" and read(ops, inode) == b"first"
+    assert decrypted == []  # the write kept it
+
+    vault.put("a.md", b"changed behind the mount")  # as a sync or the control socket would
+    assert read(ops, inode) == b"changed behind the mount"
+    assert read(ops, inode) == b"changed behind the mount"
+    assert len(decrypted) == 1
+
+    run(ops.unlink, ROOT, b"a.md", CTX)  # shredded: no plaintext of it stays here
+    assert not ops.recent._bodies and ops.recent._size == 0
+
+
+def test_recent_bodies_stay_within_their_bound():
+    recent = RecentBodies(limit=10_000)
+    for i in range(100):
+        recent.put(bytes([i]), 1, bytes(3_000))
+    assert recent._size <= 10_000 and len(recent._bodies) == 3
+    assert recent.get(bytes([99]), 1) == bytes(3_000)
+    assert recent.get(bytes([99]), 2) is None  # another version: not this content
+    assert recent.get(bytes([0]), 1) is None  # the oldest went first
+    recent.put(b"big", 1, bytes(20_000))  # larger than the bound: not kept at all
+    assert recent.get(b"big", 1) is None and recent._size <= 10_000
