@@ -11,7 +11,11 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
+import pytest
+
+from memvault.fs.mount import READ_AHEAD_KB
 from memvault.vault.bodies import CHUNK_SIZE
 
 from .. import rawvault
@@ -166,3 +170,24 @@ def test_no_plaintext_of_a_large_file_in_any_file_while_mounted_or_after_its_shr
     assert_nowhere([marker], m.vault.parent, tmp_path / "run")
     with rawvault.raw(m.vault) as (txn, dbs):
         assert list(txn.cursor(dbs["chunks"])) == [], "the shredded file's chunks are gone"
+
+
+def test_the_mount_reads_ahead_in_large_requests(tmp_path):
+    """The daemon raises its mount's readahead (the kernel's default is 128 KiB,
+    and FUSE's INIT may lower it): a large file comes in 1 MiB requests. Only
+    root may change the setting; the suite runs as root in CI."""
+    if os.geteuid() != 0:
+        pytest.skip("only root may change a mount's readahead (sysfs)")
+    with mounted(tmp_path) as m:
+        dev = os.stat(m.root).st_dev
+        setting = Path(f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb")
+        deadline = time.monotonic() + 10
+        while int(setting.read_text()) != READ_AHEAD_KB and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert int(setting.read_text()) == READ_AHEAD_KB
+        data = os.urandom(5 << 20)
+        (m.root / "big.bin").write_bytes(data)
+        assert (
+            hashlib.sha256((m.root / "big.bin").read_bytes()).digest()
+            == hashlib.sha256(data).digest()
+        )
