@@ -220,6 +220,12 @@ def open_device(group: bytes, key: bytearray, device: str, sealed: bytes) -> Dev
 # -- change logs -----------------------------------------------------------------------
 
 
+def canonical(record) -> bytes:
+    """The bytes a log entry, snapshot or rotation is signed and hashed as: every
+    field of the dataclass, as JSON with sorted keys and no spaces."""
+    return json.dumps(vars(record), sort_keys=True, separators=(",", ":")).encode()
+
+
 @dataclass(frozen=True)
 class LogEntry:
     """One batch of one device's changes (``ops`` in wire form, see engine.py)."""
@@ -231,9 +237,7 @@ class LogEntry:
     ops: list[dict]
 
     def payload(self) -> bytes:
-        doc = {"device": self.device, "seq": self.seq, "prev": self.prev, "hlc": self.hlc}
-        doc["ops"] = self.ops
-        return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+        return canonical(self)
 
 
 def digest(payload: bytes) -> str:
@@ -287,16 +291,7 @@ class Snapshot:
     ops: list[dict]
 
     def payload(self) -> bytes:
-        doc = {
-            "device": self.device,
-            "first": self.first,
-            "last": self.last,
-            "prev": self.prev,
-            "digest": self.digest,
-            "hlc": self.hlc,
-            "ops": self.ops,
-        }
-        return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+        return canonical(self)
 
 
 def _signed_snap(group: bytes, payload: bytes) -> bytes:
@@ -374,14 +369,7 @@ class Rotation:
     hlc: int
 
     def payload(self) -> bytes:
-        doc = {
-            "epoch": self.epoch,
-            "by": self.by,
-            "removed": self.removed,
-            "wrapped": self.wrapped,
-            "hlc": self.hlc,
-        }
-        return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+        return canonical(self)
 
 
 def wrap_for_device(key: bytearray, public_key: bytes) -> str:
