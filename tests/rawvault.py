@@ -22,6 +22,11 @@ def raw(path: Path, write: bool = False):
         env.close()
 
 
+def raw_items(path: Path, db: str) -> list[tuple[bytes, bytes]]:
+    with raw(path) as (txn, dbs):
+        return [(bytes(k), bytes(v)) for k, v in txn.cursor(dbs[db])]
+
+
 def record_ids(path: Path) -> list[bytes]:
     with raw(path) as (txn, dbs):
         return [bytes(k) for k, _ in txn.cursor(dbs["records"])]

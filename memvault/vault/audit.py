@@ -1,10 +1,11 @@
 """The audit trail: who touched which memory, and when; sealed and hash-chained.
 
 Each commit that has something to say stores one entry (LMDB database
-``audit``, key: its sequence number) in the same transaction, or journal
-entry, as the change it describes: the events of that commit (create,
-write, rename, shred...) and those noted since the last one (reads, a
-search, an export). An event holds its time, its operation, its caller
+``audit``, key: its sequence number) in the same transaction as the change
+it describes (on a mount, in the journal entry that seals a burst of
+changes: Writer.write): the events of that commit (create, write, rename,
+shred...) and those noted since the last one (reads, a search, an
+export). An event holds its time, its operation, its caller
 (pid, uid, executable and command name of the process behind a FUSE
 request; the CLI; the MCP server's ``--caller``) and the memory's path,
 sealed under the memory's own data key: shredding a memory makes its path

@@ -272,6 +272,8 @@ class Vault:
             if not readonly:
                 if vault.damage and not repair:
                     raise VaultDamaged(path, len(vault.damaged), vault.describe_damage())
+                if store.replayed_unsealed:  # what a killed daemon left without a state
+                    vault._writer.seal_replayed(store.replayed_unsealed)
                 vault._writer.begin(journal=journal, previous=applied, damaged=bool(vault.damage))
             return vault
         except BaseException:
@@ -424,7 +426,7 @@ class Vault:
         shown: list[Shown] = []
         with self._lock:
             if self._writer.audit.pending and not self._store.readonly and not self._closed:
-                self._writer.persist_times()  # the reads noted a moment ago: stored now
+                self._writer.store_pending()  # the reads noted a moment ago: stored now
         with self._lock, self._store.read() as txn:
             audit = self._writer.audit
             for key, sealed in txn.items(AUDIT):
@@ -1276,7 +1278,7 @@ class Vault:
         """Make every change so far durable on disk (fsync of a directory, or of the
         vault): directory times and new files too."""
         if not self._store.readonly:
-            self._writer.persist_times()
+            self._writer.store_pending()
             self._store.make_durable()
 
     def sync_files(self) -> None:

@@ -174,6 +174,7 @@ class Loader:
                 self.sealer, self.state_key, txn.get(STATE_KEY, db=STATE), self.path
             )
             stored_acc = stored.acc
+            self._count_unsealed(txn, stored_acc)
             loaded = Loaded(Accumulator(self.state_key, *stored_acc.state()))
             loaded.generation = stored.generation
             loaded.audit_head = (stored.audit_seq, stored.audit_link)
@@ -209,6 +210,21 @@ class Loader:
             loaded.acc = stored_acc  # kept as stored until `repair` accepts what is left
         self.check_tree(new_dir)
         return loaded
+
+    def _count_unsealed(self, txn: ReadTxn, acc: Accumulator) -> None:
+        """Add to the stored accumulator the changes journaled after the last sealed
+        state (a killed daemon's last commits): the journal's MAC vouches for
+        them, and each record's sealed generation, before and after, says what
+        they changed."""
+        for record_id, before in self.store.replayed_unsealed.items():
+            for value, change in ((before, acc.remove), (txn.get(record_id, db=RECORDS), acc.add)):
+                if value is None:
+                    continue
+                gen = self.sealer.sealed_gen(record_id, value)
+                if gen is None:
+                    self.damage.unverified = True  # the sum cannot be checked then
+                else:
+                    change(record_id, gen)
 
     def _load_every_record(self, txn: ReadTxn, known_paths: dict[bytes, str]) -> Accumulator:
         """Decrypt every record's key and metadata; return the accumulator they add up to.

@@ -3,9 +3,10 @@ generation (how many commits the vault has had: rollback.py) and the head of
 the audit trail (audit.py).
 
 Sealed under the master key (kind STATE) and rewritten in the same
-transaction or journal entry as every change, so that what LMDB says was
-applied, and whether a journaled session was left open, can be neither read
-nor changed without the key.
+transaction as every change (on a mount, in the journal entry that closes a
+burst of changes: Writer.write), so that what LMDB says was applied, and
+whether a journaled session was left open, can be neither read nor changed
+without the key.
 """
 
 from __future__ import annotations

@@ -73,9 +73,11 @@ from .schema import (
     COMPACTION_OWED_KEY,
     DB_NAMES,
     META,
+    RECORDS,
     SETTLED_KEY,
     SLOTS,
     STATE,
+    STATE_KEY,
 )
 from .structure import MAX_DBS, check_structure
 from .txn import (
@@ -169,6 +171,9 @@ class Store:
         self._seq = 0
         self._pending: list[list[Op]] = []
         self._overlay: Overlay = {}
+        self.replayed_unsealed: dict[bytes, bytes | None] = {}
+        """Records a killed writer changed after its last sealed state (see
+        attach_journal), with their stored values from before those changes."""
         self._housekeeping = threading.RLock()  # flush, rebuild, direct LMDB writes
         self._env_lock = threading.RLock()  # each LMDB transaction; swapping environments
         self._mu = threading.Lock()  # the journal, _seq, _pending, _overlay
@@ -480,6 +485,8 @@ class Store:
             leftover.append(ops)
             expected += 1
         last = expected - 1
+        sealed = _sealed_prefix(leftover)
+        self.replayed_unsealed = self._values_before(leftover[:sealed], leftover[sealed:])
         problem = None
         if found.boot_id is None and journal.size:
             problem = "has a damaged header"
@@ -496,10 +503,20 @@ class Store:
             )
         self._journal, self._seq = journal, last
         self._pending = leftover
-        if self.readonly:
-            self._overlay = overlay_of(leftover)
-            return
-        self.flush()
+        self._overlay = overlay_of(leftover)
+        if not self.readonly:
+            self.flush()  # what a state covers; the rest waits for the vault to seal it
+
+    def _values_before(
+        self, prefix: list[list[Op]], tail: list[list[Op]]
+    ) -> dict[bytes, bytes | None]:
+        """The record values ``tail`` changes, as they were after ``prefix``."""
+        ids = dict.fromkeys(bytes(op.key) for ops in tail for op in ops if op.db == _RECORDS)
+        if not ids:
+            return {}
+        with _LazyLmdb(self) as open_lmdb:
+            txn = ReadTxn(open_lmdb, overlay_of(prefix))
+            return {rid: None if (v := txn.get(rid, RECORDS)) is None else bytes(v) for rid in ids}
 
     def open_journal_session(self, boot_id: bytes) -> None:
         """Start an empty journal for this boot (durably); writes stay off until journal_writes."""
@@ -535,6 +552,10 @@ class Store:
         """Move journaled changes into LMDB (a commit per FLUSH_PART_BYTES, one
         fsync), then empty the journal.
 
+        Only entries up to the last one that carries the sealed state move:
+        LMDB never holds a change its state does not cover. Those after it
+        stay in the journal until a state covers them (Writer.seal_state).
+
         Writes go on meanwhile (into the journal): they stay pending, and the
         journal is emptied only once nothing arrived during the flush (its
         entries up to LMDB's position are skipped by a replay anyway, and one
@@ -544,7 +565,7 @@ class Store:
             if self._journal is None or self.readonly or self.env is None:
                 return
             with self._mu:
-                batch = list(self._pending)
+                batch = self._pending[: _sealed_prefix(self._pending)]
             if not batch:
                 return
             for part in _parts(batch, FLUSH_PART_BYTES):  # bounded dirty pages in memory
@@ -789,6 +810,17 @@ class _Reading(_LazyLmdb):
 
     def __enter__(self) -> ReadTxn:
         return ReadTxn(self.open, self._store._overlay, self._store._resolve)
+
+
+_RECORDS, _STATE = DB_INDEX[RECORDS], DB_INDEX[STATE]
+
+
+def _sealed_prefix(entries: list[list[Op]]) -> int:
+    """How many of ``entries`` end with the last one that stores the sealed state."""
+    for i in range(len(entries) - 1, -1, -1):
+        if any(op.db == _STATE and op.key == STATE_KEY and op.kind == PUT for op in entries[i]):
+            return i + 1
+    return 0
 
 
 def _round_up(n: int, unit: int = 1 << 20) -> int:

@@ -1,8 +1,9 @@
 """Everything that changes the vault file: commits, a writing session, compaction.
 
 A commit turns writes and shreds into one store transaction that carries
-the sealed state (integrity sum, journal position, whether a journal is on),
-then updates the path tree. A session begins by saying in the sealed state
+the sealed state (integrity sum, journal position, whether a journal is on;
+on a mount, a later entry seals it for a burst of commits), then updates
+the path tree. A session begins by saying in the sealed state
 whether a journal is on and ends by snapshotting the index, closing the
 journal and compacting if anything changed. Callers hold the vault's lock,
 except for the background compaction (see compact()).
@@ -113,6 +114,7 @@ class Writer:
         self._owing = 0  # writes that made a compaction owed (a concurrent one may miss them)
         self._dirty = False  # memories changed since the last compaction: compact at close
         self._wrote = False  # anything written this session: settle the meta pages at close
+        self.unsealed = False  # commits in the journal that no sealed state covers yet
         self.closed = False
         self.root: Meta | None = None  # the root's attributes, once changed
         self.created_ns = 0  # the vault's creation time: the root's times until then
@@ -242,38 +244,81 @@ class Writer:
         *,
         owes_compaction: bool = False,
         bookkeeping: bool = False,
+        seal_later: bool = False,
     ):
         """Run ``fn`` in one store write, with the sealed state that goes with it.
 
-        Every write carries the state (accumulator, the journal position it
-        will have, whether a journal is on), so what LMDB or the journal holds
-        always says, authenticated, how far it goes. ``bookkeeping`` writes
-        (the state alone, the index snapshot) do not make a compaction worth
-        it at close.
+        A write carries the state (accumulator, the journal position it will
+        have, whether a journal is on) and the audit trail's next entry, so
+        what LMDB or the journal holds always says, authenticated, how far it
+        goes. ``seal_later`` (a commit, while the journal takes the writes)
+        leaves both to seal_state, which covers a burst of commits with one
+        state: the journal's MAC authenticates the entries in between, and a
+        replay accounts for those a killed daemon left after its last state
+        (Store.attach_journal). ``bookkeeping`` writes (the state alone, the
+        index snapshot) do not make a compaction worth it at close.
         """
-        generation = self.generation + 1  # counted once the write is stored
-        entry = self.audit.next_entry()  # what happened since the last write, this one's too
-        sealed = self.sealed_state(acc, generation, entry)
+        if seal_later and self.store.journaling:
 
-        def txn_fn(txn):
-            result = fn(txn)
+            def change_only(txn):
+                result = fn(txn)
+                if owes_compaction:
+                    txn.put(COMPACTION_OWED_KEY, b"", db=STATE)
+                return result
+
+            result = self.store.write(change_only)
+            self.unsealed = True
+        else:
+            generation = self.generation + 1  # counted once the write is stored
+            entry = self.audit.next_entry()  # what happened since the last state, this too
+            sealed = self.sealed_state(acc, generation, entry)
+
+            def txn_fn(txn):
+                result = fn(txn)
+                if entry is not None:
+                    txn.put(seq_key(entry.seq), entry.sealed, db=AUDIT)
+                txn.put(STATE_KEY, sealed, db=STATE)
+                if owes_compaction:
+                    txn.put(COMPACTION_OWED_KEY, b"", db=STATE)
+                return result
+
+            result = self.store.write(txn_fn)
             if entry is not None:
-                txn.put(seq_key(entry.seq), entry.sealed, db=AUDIT)
-            txn.put(STATE_KEY, sealed, db=STATE)
-            if owes_compaction:
-                txn.put(COMPACTION_OWED_KEY, b"", db=STATE)
-            return result
-
-        result = self.store.write(txn_fn)
-        if entry is not None:
-            self.audit.stored(entry)
-        self.generation = generation
+                self.audit.stored(entry)
+            self.generation = generation
+            self.unsealed = False
         self._wrote = True
         self._dirty = self._dirty or not bookkeeping
         if owes_compaction:
             self.compaction_owed = True
             self._owing += 1
         return result
+
+    def seal_state(self) -> None:
+        """Store the sealed state and the audit trail's events, if commits or noted
+        reads are not covered yet (lock held)."""
+        if self.unsealed or self.audit.pending:
+            self.write(_no_change, bookkeeping=True)
+
+    def seal_replayed(self, record_ids: Iterable[bytes]) -> None:
+        """Cover with a state the changes a killed daemon journaled after its last one.
+
+        They are authentic (the journal's MAC) and replayed; their audit
+        events were still in the daemon's memory, so the trail says which
+        memories changed then, not who changed them.
+        """
+        caller = current_caller.get()
+        for record_id in record_ids:
+            entry = self.tree.by_id.get(record_id)
+            path, key = (entry.meta.path, entry.data_key) if entry else ("", None)
+            self.audit.note(
+                "replay", caller, record_id, path, key, detail="changed before the daemon stopped"
+            )
+        self.store.journal_writes(True)
+        try:
+            self.seal_state()
+        finally:
+            self.store.journal_writes(False)
 
     def sealed_state(
         self,
@@ -345,11 +390,12 @@ class Writer:
 
         try:
             try:
-                self.write(txn_fn, acc, owes_compaction=owed)
+                self.write(txn_fn, acc, owes_compaction=owed, seal_later=True)
             except DiskFull:
                 if not shredding_only or not self.store.release_reserve():
                     raise
-                self.write(txn_fn, acc, owes_compaction=owed)  # a shred frees space: the reserve
+                # a shred frees space: the reserve
+                self.write(txn_fn, acc, owes_compaction=owed, seal_later=True)
         except BaseException:
             self.staged = staged  # still to be stored
             self.audit.discard_since(noted)  # it did not happen
@@ -424,7 +470,7 @@ class Writer:
         """The directories whose entries ``writes`` and ``shreds`` create, remove or
         move (None: the root): their mtime and ctime become now (POSIX). Those
         written anyway get the new times in ``writes``; the others are returned,
-        for times kept in memory after the commit and stored by persist_times."""
+        for times kept in memory after the commit and stored by store_pending."""
         touched: set[str] = set()
         passing: set[str] = set()  # paths moving or going: their own children do not count
         for w in writes:
@@ -460,7 +506,7 @@ class Writer:
         return later
 
     def _apply_times(self, entries: list[Entry | None]) -> None:
-        """Set directory times in memory after a commit; persist_times stores them."""
+        """Set directory times in memory after a commit; store_pending stores them."""
         now = time.time_ns()
         for entry in entries:
             if entry is None:
@@ -470,22 +516,22 @@ class Writer:
                 entry.meta = entry.meta.but(mtime_ns=now, ctime_ns=now)
                 self._changed_times.add(entry.record_id)
 
-    def persist_times(self) -> None:
-        """Store the directory times changed in memory since the last time (one
-        commit), and the files staged so far.
+    def store_pending(self) -> None:
+        """Store what waits in memory: the directory times changed since the last
+        time (one commit), the files staged so far, then the sealed state and
+        the audit trail's events over every commit since the last state.
 
-        Called before every journal flush and at close: a directory's times
-        reach the journal within a flush delay of the change, not with it,
-        which saves a record write on every create, unlink and rename. Reads
-        and searches noted for the audit trail since the last change are
-        stored then too.
+        Called before every journal flush and by fsync of a directory: a
+        directory's times reach the journal within a flush delay of the
+        change, not with it, which saves a record write on every create,
+        unlink and rename; the state and the trail's entry are sealed once
+        per burst of commits, not with each.
         """
         with self.lock:
             if not self.closed:
                 self._store_times()
                 self.store_staged()
-                if self.audit.pending:  # reads and searches noted since the last change
-                    self.write(_no_change, bookkeeping=True)
+                self.seal_state()
 
     def _store_times(self) -> None:
         if self._changed_times or self._root_changed:
@@ -510,7 +556,7 @@ class Writer:
         """The housekeeping flush: directory times first, then the journal into LMDB
         (with at least the generation noted before it: never one ahead of the file)."""
         try:
-            self.persist_times()
+            self.store_pending()
         finally:
             with self.lock:
                 durable = (self.generation, self.state_digest())
@@ -692,6 +738,7 @@ class Writer:
                 sealed = seal_snapshot(self.store, self.sealer, self.tree, self.acc)
                 self.write(lambda txn: txn.put(SNAPSHOT_KEY, sealed, db=STATE), bookkeeping=True)
                 self.snapshot_stored = True
+        self.seal_state()
         self.store.flush()
         if self.journal_boot != NO_BOOT:
             self.store.journal_writes(False)
@@ -717,8 +764,7 @@ class Writer:
         locked at this generation, and owes no compaction."""
         self._store_times()
         self.store_staged()
-        if self.audit.pending:  # the backup's own event is in it
-            self.write(_no_change, bookkeeping=True)
+        self.seal_state()  # the backup's own event is in it
         boot, self.journal_boot = self.journal_boot, NO_BOOT
         try:
             sealed = self.sealed_state()
@@ -789,6 +835,7 @@ class Writer:
             owing = self._owing
             if not self.store.journaling:
                 return self.rebuild()
+            self.seal_state()  # the flush moves only what a state covers
         sizes = self.store.rebuild(leave_out=frozenset({(STATE, COMPACTION_OWED_KEY)}))
         with self.lock:
             if self._owing == owing:  # nothing owed arrived during the rewrite

@@ -14,7 +14,7 @@ import zlib
 import pytest
 
 from memvault import errors
-from memvault.vault import Vault
+from memvault.vault import Vault, schema
 from memvault.vault import journal as journal_module
 from memvault.vault.journal import HEADER_SIZE, journal_path
 
@@ -71,6 +71,66 @@ def test_killed_writer_loses_nothing_and_readers_see_it(vault_path):
     assert not journal_path(vault_path).exists()
     with reopen(vault_path) as again:
         assert again.get("j/renamed.md") == expected(1)
+
+
+def stored_states(vault_path) -> tuple[int, int]:
+    """(sealed states, record values) the journal stores (read without the key)."""
+    state_db, records_db = schema.DB_NAMES.index("state"), schema.DB_NAMES.index("records")
+    ops = list(journal_module.scan_unauthenticated(journal_path(vault_path)))
+    states = sum(op.db == state_db and op.key == schema.STATE_KEY for op in ops)
+    return states, sum(op.db == records_db for op in ops)
+
+
+def test_a_burst_of_commits_is_covered_by_one_state_and_a_killed_one_is_counted(vault_path):
+    """A mount seals the vault state and the audit entry once per burst of commits;
+    what a killed daemon journaled after its last state is authenticated by the
+    journal's MAC, counted into the integrity sum and sealed at the next unlock,
+    with the trail saying which memories changed then (not who changed them)."""
+    killed_writer(vault_path)
+    states, records = stored_states(vault_path)
+    assert records >= 40 and states == 0  # 42 commits, no state yet: all in memory
+    with reopen(vault_path) as again:  # no integrity failure: the tail is counted
+        assert len(again) == 39 and again.get("j/39.md") == expected(39)
+        replayed = [e for e in again.audit_trail() if e.op == "replay"]
+        assert {e.path for e in replayed} >= {"j/39.md", "j/renamed.md"}
+        assert None in {e.path for e in replayed}  # j/0.md: shredded, its path unreadable
+    assert not journal_path(vault_path).exists()
+    with reopen(vault_path) as again:  # sealed now: nothing replayed twice
+        assert len([e for e in again.audit_trail() if e.op == "replay"]) == len(replayed)
+
+
+def test_a_flush_moves_only_what_a_sealed_state_covers(vault_path):
+    Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
+    with reopen(vault_path, journal=True) as vault:
+        vault.put("a.md", b"first")
+        vault.put("b.md", b"second")
+        vault._store.flush()
+        assert vault._store.journaled_entries == 2  # LMDB never gets a change no state covers
+        vault._writer._flush_soon()  # the housekeeper's: the state first, then the flush
+        assert vault._store.journaled_entries == 0
+        assert stored_states(vault_path) == (0, 0)  # the journal emptied
+
+
+def test_a_replay_does_not_launder_an_older_copy_of_a_record(vault_path):
+    """A record rolled back in LMDB under a killed daemon's unsealed change is still
+    found: the change is counted against the generation the state holds."""
+    Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
+    with reopen(vault_path) as vault:
+        vault.put("j/5.md", b"version one")
+    old = dict(rawvault.raw_items(vault_path, "records"))
+    with reopen(vault_path) as vault:
+        vault.put("j/5.md", b"version two")
+    done = subprocess.run(
+        [sys.executable, "-c", WRITER, str(vault_path), PASSPHRASE.decode(), "m"],
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == -signal.SIGKILL
+    with rawvault.raw(vault_path, write=True) as (txn, dbs):
+        for key, value in old.items():
+            txn.put(key, value, db=dbs["records"])  # version one again, under the journal
+    with pytest.raises(errors.VaultTampered):
+        reopen(vault_path)
 
 
 def test_journal_holds_no_plaintext(vault_path):
