@@ -530,9 +530,13 @@ class Store:
         return self._journal is not None and self._journal_writes
 
     def journal_writes(self, on: bool) -> None:
-        """Send writes to the journal (on) or straight into LMDB (off; flush first)."""
+        """Send writes to the journal (on) or straight into LMDB (off; flush first:
+        a state must cover every journaled change by then, or the next state
+        written into LMDB would claim changes LMDB does not have)."""
         if not on:
             self.flush()
+            if self._pending:
+                raise RuntimeError("journaled changes that no sealed state covers")
         self._journal_writes = on and self._journal is not None
 
     def close_journal(self) -> None:

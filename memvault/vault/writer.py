@@ -314,11 +314,9 @@ class Writer:
             self.audit.note(
                 "replay", caller, record_id, path, key, detail="changed before the daemon stopped"
             )
-        self.store.journal_writes(True)
-        try:
-            self.seal_state()
-        finally:
-            self.store.journal_writes(False)
+        self.store.journal_writes(True)  # the state goes after them, then all into LMDB
+        self.seal_state()
+        self.store.journal_writes(False)
 
     def sealed_state(
         self,

@@ -106,6 +106,8 @@ def test_a_flush_moves_only_what_a_sealed_state_covers(vault_path):
         vault.put("b.md", b"second")
         vault._store.flush()
         assert vault._store.journaled_entries == 2  # LMDB never gets a change no state covers
+        with pytest.raises(RuntimeError):  # nor does a state written straight into it
+            vault._store.journal_writes(False)
         vault._writer._flush_soon()  # the housekeeper's: the state first, then the flush
         assert vault._store.journaled_entries == 0
         assert stored_states(vault_path) == (0, 0)  # the journal emptied
