@@ -258,35 +258,27 @@ class Writer:
         (Store.attach_journal). ``bookkeeping`` writes (the state alone, the
         index snapshot) do not make a compaction worth it at close.
         """
-        if seal_later and self.store.journaling:
+        deferred = seal_later and self.store.journaling
+        generation = self.generation + 1  # counted once the write is stored
+        entry = None if deferred else self.audit.next_entry()  # since the last state, this too
+        sealed = None if deferred else self.sealed_state(acc, generation, entry)
 
-            def change_only(txn):
-                result = fn(txn)
-                if owes_compaction:
-                    txn.put(COMPACTION_OWED_KEY, b"", db=STATE)
-                return result
-
-            result = self.store.write(change_only)
-            self.unsealed = True
-        else:
-            generation = self.generation + 1  # counted once the write is stored
-            entry = self.audit.next_entry()  # what happened since the last state, this too
-            sealed = self.sealed_state(acc, generation, entry)
-
-            def txn_fn(txn):
-                result = fn(txn)
-                if entry is not None:
-                    txn.put(seq_key(entry.seq), entry.sealed, db=AUDIT)
-                txn.put(STATE_KEY, sealed, db=STATE)
-                if owes_compaction:
-                    txn.put(COMPACTION_OWED_KEY, b"", db=STATE)
-                return result
-
-            result = self.store.write(txn_fn)
+        def txn_fn(txn):
+            result = fn(txn)
             if entry is not None:
-                self.audit.stored(entry)
+                txn.put(seq_key(entry.seq), entry.sealed, db=AUDIT)
+            if sealed is not None:
+                txn.put(STATE_KEY, sealed, db=STATE)
+            if owes_compaction:
+                txn.put(COMPACTION_OWED_KEY, b"", db=STATE)
+            return result
+
+        result = self.store.write(txn_fn)
+        if entry is not None:
+            self.audit.stored(entry)
+        if not deferred:
             self.generation = generation
-            self.unsealed = False
+        self.unsealed = deferred
         self._wrote = True
         self._dirty = self._dirty or not bookkeeping
         if owes_compaction:
