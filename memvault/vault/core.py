@@ -272,7 +272,7 @@ class Vault:
             if not readonly:
                 if vault.damage and not repair:
                     raise VaultDamaged(path, len(vault.damaged), vault.describe_damage())
-                if store.replayed_unsealed:  # what a killed daemon left without a state
+                if store.replayed_tail:  # what a killed daemon left without a state
                     vault._writer.seal_replayed(store.replayed_unsealed)
                 vault._writer.begin(journal=journal, previous=applied, damaged=bool(vault.damage))
             return vault

@@ -104,6 +104,7 @@ class Contents:
     last_seq: int
     entries: list[tuple[int, list[Op]]] = field(default_factory=list)
     clean_end: bool = True  # False: the file goes on after the last entry that verifies
+    end: int = HEADER_SIZE  # where the last entry that verifies ends
 
 
 def journal_path(vault: Path) -> Path:
@@ -280,6 +281,7 @@ class Journal:
             found.entries.append((seq, _decode(payload)))
             at = end
         found.clean_end = at >= len(data) or len(data) < HEADER_SIZE
+        found.end = at
         return found
 
     def _entry_mac(self, head: bytes, payload: bytes, full: bool) -> bytes:
@@ -290,6 +292,12 @@ class Journal:
             return self._mac(head, *_summarised(_split(payload)))
         except struct.error:
             return b""
+
+    def cut(self, end: int) -> None:
+        """Drop what follows the entries that verify (a torn tail), so that the next
+        entry is appended where a replay will find it."""
+        os.ftruncate(self._fd, end)
+        self.size = end
 
     def reset(self, seq: int) -> None:
         """Empty the journal (after its entries are durable in LMDB)."""

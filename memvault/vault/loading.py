@@ -176,7 +176,8 @@ class Loader:
             stored_acc = stored.acc
             self._count_unsealed(txn, stored_acc)
             loaded = Loaded(Accumulator(self.state_key, *stored_acc.state()))
-            loaded.generation = stored.generation
+            # changes past the stored state's generation: newer than it (rollback.py)
+            loaded.generation = stored.generation + (1 if self.store.replayed_tail else 0)
             loaded.audit_head = (stored.audit_seq, stored.audit_link)
             sealed_root = txn.get(ROOT_KEY, db=STATE)
             if sealed_root is not None:
@@ -221,8 +222,9 @@ class Loader:
                 if value is None:
                     continue
                 gen = self.sealer.sealed_gen(record_id, value)
-                if gen is None:
-                    self.damage.unverified = True  # the sum cannot be checked then
+                if gen is None:  # the sum cannot be checked: a repair decides
+                    self.damage.unverified = True
+                    self.damage.mark(record_id, "its generation failed authentication")
                 else:
                     change(record_id, gen)
 

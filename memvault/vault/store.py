@@ -171,9 +171,10 @@ class Store:
         self._seq = 0
         self._pending: list[list[Op]] = []
         self._overlay: Overlay = {}
+        self.replayed_tail = 0
+        """Journal entries a killed writer left after its last sealed state."""
         self.replayed_unsealed: dict[bytes, bytes | None] = {}
-        """Records a killed writer changed after its last sealed state (see
-        attach_journal), with their stored values from before those changes."""
+        """The records those entries change, with their stored values from before."""
         self._housekeeping = threading.RLock()  # flush, rebuild, direct LMDB writes
         self._env_lock = threading.RLock()  # each LMDB transaction; swapping environments
         self._mu = threading.Lock()  # the journal, _seq, _pending, _overlay
@@ -486,6 +487,7 @@ class Store:
             expected += 1
         last = expected - 1
         sealed = _sealed_prefix(leftover)
+        self.replayed_tail = len(leftover) - sealed
         self.replayed_unsealed = self._values_before(leftover[:sealed], leftover[sealed:])
         problem = None
         if found.boot_id is None and journal.size:
@@ -501,6 +503,8 @@ class Store:
             log.warning(
                 "the journal %s; replaying the %d entries that verify", problem, len(leftover)
             )
+        if problem is not None and not self.readonly:
+            journal.cut(found.end)  # what follows the last entry that verifies is gone
         self._journal, self._seq = journal, last
         self._pending = leftover
         self._overlay = overlay_of(leftover)
@@ -572,7 +576,10 @@ class Store:
                 batch = self._pending[: _sealed_prefix(self._pending)]
             if not batch:
                 return
-            for part in _parts(batch, FLUSH_PART_BYTES):  # bounded dirty pages in memory
+            parts = list(_parts(batch, FLUSH_PART_BYTES))  # bounded dirty pages in memory
+            if len(parts) > 1:  # a part may end before the state that covers it: a power
+                self._sync_journal()  # cut after it must find the rest in the journal
+            for part in parts:
                 self._write_lmdb(lambda txn, part=part: apply_to_lmdb(txn, part, self._resolve))
             self._sync_env()  # durable in LMDB before the journal lets go of it
             with self._mu:
@@ -596,6 +603,19 @@ class Store:
         self.flush()
         self._sync_env()
 
+    def _sync_journal(self) -> bool:
+        """fdatasync the journal, on a duplicate descriptor (writers go on meanwhile,
+        and a close cannot reuse the number); False if there is none."""
+        with self._mu:
+            fd = self._journal.duplicate_fd() if self._journal is not None else -1
+        if fd < 0:
+            return False
+        try:
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+        return True
+
     def make_durable(self) -> None:
         """What fsync() promises, as cheaply as it can be had: every change so far
         survives a power cut.
@@ -605,16 +625,8 @@ class Store:
         was synced in LMDB before the journal let go of it. No LMDB commit, no
         page writes. Otherwise LMDB is synced.
         """
-        with self._mu:
-            journal = self._journal if self.journaling else None
-            fd = journal.duplicate_fd() if journal is not None else -1
-        if fd < 0:
+        if not (self.journaling and self._sync_journal()):
             self.sync()
-            return
-        try:  # on a duplicate: writers go on meanwhile, and a close cannot reuse the number
-            os.fdatasync(fd)
-        finally:
-            os.close(fd)
 
     def _sync_env(self) -> None:
         """Make every commit so far durable.

@@ -546,10 +546,10 @@ class Writer:
         """The housekeeping flush: directory times first, then the journal into LMDB
         (with at least the generation noted before it: never one ahead of the file)."""
         try:
-            self.store_pending()
-        finally:
-            with self.lock:
+            with self.lock:  # no commit between the state and its digest
+                self.store_pending()
                 durable = (self.generation, self.state_digest())
+        finally:
             self.store.flush()
         self.on_flushed(*durable)
 

@@ -99,6 +99,57 @@ def test_a_burst_of_commits_is_covered_by_one_state_and_a_killed_one_is_counted(
         assert len([e for e in again.audit_trail() if e.op == "replay"]) == len(replayed)
 
 
+FLUSHED_THEN_KILLED = textwrap.dedent(
+    """
+    import os, sys
+    from memvault.vault import Vault
+    v = Vault.open(sys.argv[1], sys.argv[2].encode(), compact_delay=None, journal=True)
+    v.put("a.md", b"sealed and flushed")
+    v._writer._flush_soon()  # as the housekeeper does: this machine notes the generation
+    v.put("b.md", b"journaled after the last state")
+    os.kill(os.getpid(), 9)
+    """
+)
+
+
+def test_changes_after_a_flush_make_the_vault_newer_not_a_fork(vault_path):
+    """The machine noted generation G with the digest of G's state; the replayed
+    changes after it make the vault newer than G, not another copy at G."""
+    Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
+    done = subprocess.run(
+        [sys.executable, "-c", FLUSHED_THEN_KILLED, str(vault_path), PASSPHRASE.decode()],
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    with reopen(vault_path, readonly=True) as ro:
+        assert ro.get("b.md") == b"journaled after the last state"
+    with reopen(vault_path) as again:
+        assert again.get("a.md") == b"sealed and flushed"
+        assert again.get("b.md") == b"journaled after the last state"
+
+
+def test_an_unreadable_version_under_a_replayed_change_is_damage(vault_path):
+    """The integrity sum cannot count a replayed change whose earlier version fails
+    authentication: the vault says so (repair decides), it does not open as if whole."""
+    Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
+    with reopen(vault_path) as vault:
+        vault.put("j/5.md", b"version one")
+        rid = vault._tree.by_path["j/5.md"].record_id
+    done = subprocess.run(
+        [sys.executable, "-c", WRITER, str(vault_path), PASSPHRASE.decode(), "m"],
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == -signal.SIGKILL
+    with rawvault.raw(vault_path, write=True) as (txn, dbs):
+        value = bytearray(txn.get(rid, db=dbs["records"]))
+        value[12] ^= 1  # inside its sealed generation
+        txn.put(rid, bytes(value), db=dbs["records"])
+    with pytest.raises(errors.VaultDamaged):
+        reopen(vault_path)
+
+
 def test_a_flush_moves_only_what_a_sealed_state_covers(vault_path):
     Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
     with reopen(vault_path, journal=True) as vault:
