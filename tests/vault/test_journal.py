@@ -44,14 +44,20 @@ WRITER = textwrap.dedent(
 )
 
 
-def killed_writer(vault_path, marker="m"):
-    Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
+def run_until_killed(script: str, vault_path, *args: str) -> subprocess.CompletedProcess:
+    """Run a writer script on the vault; it kills itself with SIGKILL."""
     done = subprocess.run(
-        [sys.executable, "-c", WRITER, str(vault_path), PASSPHRASE.decode(), marker],
+        [sys.executable, "-c", script, str(vault_path), PASSPHRASE.decode(), *args],
         capture_output=True,
         timeout=60,
     )
-    assert done.returncode == -signal.SIGKILL and done.stdout == b"done\n"
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    return done
+
+
+def killed_writer(vault_path, marker="m"):
+    Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
+    assert run_until_killed(WRITER, vault_path, marker).stdout == b"done\n"
     assert journal_path(vault_path).stat().st_size > 0
 
 
@@ -116,12 +122,7 @@ def test_changes_after_a_flush_make_the_vault_newer_not_a_fork(vault_path):
     """The machine noted generation G with the digest of G's state; the replayed
     changes after it make the vault newer than G, not another copy at G."""
     Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
-    done = subprocess.run(
-        [sys.executable, "-c", FLUSHED_THEN_KILLED, str(vault_path), PASSPHRASE.decode()],
-        capture_output=True,
-        timeout=60,
-    )
-    assert done.returncode == -signal.SIGKILL, done.stderr
+    run_until_killed(FLUSHED_THEN_KILLED, vault_path)
     with reopen(vault_path, readonly=True) as ro:
         assert ro.get("b.md") == b"journaled after the last state"
     with reopen(vault_path) as again:
@@ -136,12 +137,7 @@ def test_an_unreadable_version_under_a_replayed_change_is_damage(vault_path):
     with reopen(vault_path) as vault:
         vault.put("j/5.md", b"version one")
         rid = vault._tree.by_path["j/5.md"].record_id
-    done = subprocess.run(
-        [sys.executable, "-c", WRITER, str(vault_path), PASSPHRASE.decode(), "m"],
-        capture_output=True,
-        timeout=60,
-    )
-    assert done.returncode == -signal.SIGKILL
+    run_until_killed(WRITER, vault_path, "m")
     with rawvault.raw(vault_path, write=True) as (txn, dbs):
         value = bytearray(txn.get(rid, db=dbs["records"]))
         value[12] ^= 1  # inside its sealed generation
@@ -173,12 +169,7 @@ def test_a_replay_does_not_launder_an_older_copy_of_a_record(vault_path):
     old = dict(rawvault.raw_items(vault_path, "records"))
     with reopen(vault_path) as vault:
         vault.put("j/5.md", b"version two")
-    done = subprocess.run(
-        [sys.executable, "-c", WRITER, str(vault_path), PASSPHRASE.decode(), "m"],
-        capture_output=True,
-        timeout=60,
-    )
-    assert done.returncode == -signal.SIGKILL
+    run_until_killed(WRITER, vault_path, "m")
     with rawvault.raw(vault_path, write=True) as (txn, dbs):
         for key, value in old.items():
             txn.put(key, value, db=dbs["records"])  # version one again, under the journal
@@ -319,9 +310,7 @@ def test_a_refused_unlock_keeps_the_journal(vault_path):
         os.kill(os.getpid(), 9)
         """
     )
-    subprocess.run(
-        [sys.executable, "-c", killed_writer_again, str(vault_path), PASSPHRASE.decode()]
-    )
+    run_until_killed(killed_writer_again, vault_path)
     meta, _ = rawvault.split(value)
     rawvault.flip_in_file(vault_path, meta[30:62], 3)
     with pytest.raises(errors.VaultDamaged):
@@ -346,12 +335,7 @@ BIG_WRITER = textwrap.dedent(
 def _killed_big_writer(vault_path) -> bytes:
     pattern = os.urandom(16)
     Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
-    done = subprocess.run(
-        [sys.executable, "-c", BIG_WRITER, str(vault_path), PASSPHRASE.decode(), pattern.hex()],
-        capture_output=True,
-        timeout=60,
-    )
-    assert done.returncode == -signal.SIGKILL and done.stdout == b"done\n"
+    assert run_until_killed(BIG_WRITER, vault_path, pattern.hex()).stdout == b"done\n"
     return pattern * 20000
 
 
