@@ -856,6 +856,11 @@ class Vault:
             raise IsADirectory(entry.meta.path)
         if size > MAX_MEMORY_SIZE:
             raise TooLarge(entry.meta.path, size, MAX_MEMORY_SIZE)
+        content = chunks.get(0)
+        if len(chunks) == 1 and content is not None and len(content) == size:
+            meta = self._writer.put_small(entry, content)
+            if meta is not None:
+                return meta
         with self._corruption(entry):
             write = self._writer.chunk_write(entry, chunks, size)
         self._writer.commit([write])

@@ -58,6 +58,13 @@ class PathTree:
             parent = paths.parent(path)
             self._subdirs[parent] = self._subdirs.get(parent, 0) + 1
 
+    def replace(self, entry: Entry) -> None:
+        """Put a file's new version where its old one is (same id, same path)."""
+        self.by_id[entry.record_id] = entry
+        path = entry.meta.path
+        self.by_path[path] = entry
+        self._children[paths.parent(path)][paths.basename(path)] = entry
+
     def remove(self, entry: Entry) -> None:
         del self.by_id[entry.record_id]
         if entry.meta.orphan:
