@@ -204,13 +204,13 @@ class Writer:
     def put_small(self, entry: Entry, content: bytes | bytearray) -> Meta | None:
         """The mount's hot path: a small file's whole new content, committed alone.
 
-        The same commit as chunk_write + commit (tests/vault/test_writer.py
-        holds them side by side) for the case almost every write() is: an
+        The same commit as chunk_write + commit (tests/vault/test_small_writes.py
+        holds the two side by side) for the case almost every write() is: an
         inline file, before and after, stored or staged alone, while the
         journal takes the writes. It skips what that case cannot need (the
         batch's directory times, other staged files, shreds, moves, a stored
-        snapshot to drop): a third of a write's time. None: take the general
-        path.
+        snapshot to drop): a quarter of a write's time. None: take the
+        general path.
         """
         meta = entry.meta
         rid = entry.record_id
@@ -239,7 +239,7 @@ class Writer:
         acc.add(rid, gen)
         noted = len(self.audit.pending)
         self.audit.note(
-            "create" if first else "write", write.caller, rid, meta.path, entry.data_key
+            "create" if first is not None else "write", write.caller, rid, meta.path, entry.data_key
         )
         try:
             self.write(
