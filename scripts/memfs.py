@@ -7,17 +7,18 @@ With --sealed it also does the least that memvault's guarantees need:
 every write() seals the 64 KiB chunks it touches (XChaCha20-Poly1305 under
 the file's own key, bound to the file, chunk and generation, with
 memvault's own seal: OpenSSL for large chunks) and a small metadata record
-(under a master key), and appends them to a journal file with a keyed
-BLAKE2b MAC (over the chunks' tags, as memvault's journal does) in one
-pwritev before it replies; an unlink appends a deletion, a rename the new
-name sealed. A read decrypts the sealed chunks it touches (nothing is
-served from plaintext), fsync() is an fdatasync of the journal, and
-user.* extended attributes are supported (none is ever set: GETXATTR
-answers "no such attribute" for them and "not supported" for the others,
-as memvault does, so the kernel keeps asking before every write, as it asks
-memvault and gocryptfs). It is the floor of an encrypted, journaled design
-on this stack: what memvault costs above it is its own structure (records,
-the vault state, the audit trail, the path tree).
+with its parent and name (under a master key: a replay needs them), and
+appends them to a journal file with a keyed BLAKE2b MAC (over the chunks'
+tags, as memvault's journal does) in one pwritev before it replies; an
+unlink appends a deletion, a rename the new name sealed. A read decrypts
+the sealed chunks it touches (nothing is served from plaintext), fsync()
+is an fdatasync of the journal, and user.* extended attributes are
+supported (none is ever set: GETXATTR answers "no such attribute" for them
+and "not supported" for the others, as memvault does, so the kernel keeps
+asking before every write, as it asks memvault and gocryptfs). It is the
+floor of an encrypted, journaled design on this stack: what memvault costs
+above it is its own structure (records, the vault state, the audit trail,
+the path tree).
 
 Usage: python scripts/memfs.py MOUNTPOINT [--no-flush] [--sealed JOURNAL]
   --no-flush        answer FLUSH with ENOSYS (the kernel stops sending it)
@@ -71,7 +72,8 @@ class Journal:
         self.size += os.pwritev(self.fd, entry, self.size)
 
     def meta(self, node: Node) -> bytes:
-        record = struct.pack(">QQQQ", node.inode, len(node.data), node.mtime, node.gen)
+        fields = (node.inode, node.parent, len(node.data), node.mtime, node.gen)
+        record = struct.pack(">QQQQQ", *fields) + node.name
         return seal(self.master, record, b"meta")
 
     def name(self, node: Node, name: bytes) -> bytes:
@@ -79,8 +81,9 @@ class Journal:
 
 
 class Node:
-    def __init__(self, inode: int, mode: int) -> None:
+    def __init__(self, inode: int, mode: int, parent: int = 0, name: bytes = b"") -> None:
         self.inode = inode
+        self.parent, self.name = parent, name
         self.mode = mode
         self.data = bytearray()
         self.children: dict[bytes, Node] = {}
@@ -155,7 +158,7 @@ class MemFS(pyfuse3.Operations):
         parent = self.node(parent_inode)
         if name in parent.children:
             raise pyfuse3.FUSEError(errno.EEXIST)
-        node = Node(next(self.ids), mode)
+        node = Node(next(self.ids), mode, parent_inode, name)
         self.inodes[node.inode] = node
         parent.children[name] = node
         parent.mtime = parent.ctime = time.time_ns()
@@ -246,6 +249,7 @@ class MemFS(pyfuse3.Operations):
         if replaced is not None:
             self.inodes.pop(replaced.inode, None)
         target.children[name_new] = node
+        node.parent, node.name = parent_inode_new, name_new
         if self.journal is not None:
             self.journal.append([self.journal.name(node, name_new)])
 
