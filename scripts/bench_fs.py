@@ -3,7 +3,10 @@ a second memvault whose daemon keeps no audit trail: what the trail costs)
 and the plain pyfuse3 + trio memfs (scripts/memfs.py, the floor of the
 binding; also with FLUSH answered ENOSYS, and sealing and journaling every
 write, decrypting every read, answering GETXATTR and fsync as memvault must:
-the floor of an encrypted journaled design on this stack) all
+the floor of an encrypted journaled design on this stack; and that floor
+with memvault's further guarantees on each change: a wrapped key per file,
+the generation sealed apart, the integrity sum, the audit trail, the
+journal header rewritten) all
 mounted at once, every phase run on each in turn, in an order that rotates
 from round to round; medians over the rounds. The machine is shared:
 same-run ratios hold where absolute times move.
@@ -24,7 +27,7 @@ it ran in that window; the total per round is printed too). Last, per file
 and small phase: the time gocryptfs takes beyond the bare binding (memfs
 with FLUSH answered ENOSYS), which is all that a file system on this stack
 may spend on its own work to match gocryptfs, beside what memvault and the
-sealed floor spend beyond it.
+two floors spend beyond it.
 
 Usage: scripts/bench fs [--rounds 3] [--files 2000] [--big-mb 100] [--dir DIR]
 """
@@ -66,6 +69,7 @@ BIG_PHASES = ["write {mb} MB", "read {mb} MB"]
 LATENCY = "open+read+close, median µs"
 BINDING = "memfs, FLUSH ENOSYS"
 SEALED_FLOOR = "memfs, sealed + journaled"
+GUARDED_FLOOR = "memfs, sealed + guarded"
 APPENDED, SAVED = slice(0, 500), slice(500, 700)
 """The files appended to and atomically saved (the others: every file)."""
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -228,15 +232,20 @@ def gocryptfs_mount(work: Path) -> Iterator[Target]:
 
 
 @contextmanager
-def memfs_mount(work: Path, no_flush: bool = False, sealed: bool = False) -> Iterator[Target]:
-    """The memfs floor; ``sealed``: sealing and journaling every write (see memfs.py)."""
-    kind = "sealed" if sealed else "noflush" if no_flush else "plain"
+def memfs_mount(
+    work: Path, no_flush: bool = False, sealed: bool = False, guarded: bool = False
+) -> Iterator[Target]:
+    """The memfs floor; ``sealed``: sealing and journaling every write, ``guarded``:
+    with memvault's further guarantees too (see memfs.py)."""
+    kind = "guarded" if guarded else "sealed" if sealed else "noflush" if no_flush else "plain"
     mnt = work / f"memfs-{kind}-mnt"
     mnt.mkdir()
     script = Path(__file__).resolve().parent / "memfs.py"
-    options = ["--no-flush"] * no_flush + ["--sealed", str(work / "memfs-journal")] * sealed
+    options = ["--no-flush"] * no_flush
+    if sealed or guarded:
+        options += ["--sealed", str(work / f"memfs-{kind}-journal")] + ["--guarded"] * guarded
     daemon = subprocess.Popen([sys.executable, str(script), str(mnt), *options])
-    name = {"sealed": "memfs, sealed + journaled", "noflush": "memfs, FLUSH ENOSYS"}
+    name = {"guarded": GUARDED_FLOOR, "sealed": SEALED_FLOOR, "noflush": BINDING}
     try:
         wait_mounted(mnt)
         yield Target(name.get(kind, "pyfuse3 memfs"), mnt, daemon.pid)
@@ -345,7 +354,7 @@ def report(targets: list[Target], phases: list[str], times, cpu, rounds: int, fi
             f"\nThe audit trail's cost, memvault / memvault with it off: sum "
             f"{sums['memvault'] / sums[off]:.3f}; " + ", ".join(ratios)
         )
-    if peer == "gocryptfs" and {BINDING, SEALED_FLOOR} <= set(names):
+    if peer == "gocryptfs" and {BINDING, SEALED_FLOOR, GUARDED_FLOOR} <= set(names):
         budget(med, sums, files)
 
 
@@ -353,28 +362,29 @@ def budget(med: dict, sums: dict, files: int) -> None:
     """What the binding leaves: per file, the time gocryptfs takes beyond the bare
     pyfuse3 + trio memfs is all a file system on this stack may spend on its
     own work (sealing, journaling, bookkeeping) to be as fast as gocryptfs;
-    beside it, what memvault and the sealed floor spend."""
+    beside it, what memvault and the two floors spend."""
     print(
         f"\nPer file, µs: what gocryptfs takes beyond the bare binding ({BINDING}), "
         "i.e. all that sealing, journaling and bookkeeping may cost for 1.0x, "
-        "and what memvault and the sealed floor spend beyond it.\n"
+        "and what memvault and the two floors spend beyond it.\n"
     )
-    print("| phase | files | left by the binding | memvault | sealed floor |")
-    print("|---|---|---|---|---|")
+    print("| phase | files | left by the binding | memvault | sealed floor | guarded floor |")
+    print("|---|---|---|---|---|---|")
     for phase in SMALL_PHASES:
         touched = {"append to 500": APPENDED, "atomic-save 200": SAVED}.get(phase)
         n = len(range(files)[touched]) if touched else files
         if not n:
             continue
         over = {t: (med[t][phase] - med[BINDING][phase]) * 1e6 / n for t in med}
-        cells = [f"{over[t]:,.0f}" for t in ("gocryptfs", "memvault", SEALED_FLOOR)]
+        cells = [f"{over[t]:,.0f}" for t in ("gocryptfs", "memvault", SEALED_FLOOR, GUARDED_FLOOR)]
         print(f"| {phase} | {n:,} | " + " | ".join(cells) + " |")
     bare = sums[BINDING] / sums["gocryptfs"]
     print(
         f"\nThe bare binding's sum is {bare:.2f}x gocryptfs's: a sum at 0.8x leaves "
         f"{(0.8 - bare) * sums['gocryptfs']:,.0f} ms for all the sealing, journaling and "
         f"bookkeeping of a round; the sealed floor spends "
-        f"{sums[SEALED_FLOOR] - sums[BINDING]:,.0f} ms on it, memvault "
+        f"{sums[SEALED_FLOOR] - sums[BINDING]:,.0f} ms on it, the guarded floor "
+        f"{sums[GUARDED_FLOOR] - sums[BINDING]:,.0f} ms, memvault "
         f"{sums['memvault'] - sums[BINDING]:,.0f} ms."
     )
 
@@ -400,6 +410,7 @@ def main() -> None:
             targets.append(stack.enter_context(memfs_mount(work)))
             targets.append(stack.enter_context(memfs_mount(work, no_flush=True)))
             targets.append(stack.enter_context(memfs_mount(work, no_flush=True, sealed=True)))
+            targets.append(stack.enter_context(memfs_mount(work, no_flush=True, guarded=True)))
             phases, times, cpu = measure(targets, workload, args.rounds)
     report(targets, phases, times, cpu, args.rounds, args.files)
 

@@ -20,9 +20,24 @@ floor of an encrypted, journaled design on this stack: what memvault costs
 above it is its own structure (records, the vault state, the audit trail,
 the path tree).
 
-Usage: python scripts/memfs.py MOUNTPOINT [--no-flush] [--sealed JOURNAL]
+With --guarded as well, it adds the least of what memvault's further
+guarantees cost on each change, done as directly as this stack allows: a
+file's own key wrapped under the master key at create (journaled with its
+first write), its generation sealed apart from its metadata (what damage
+accounting reads), an integrity sum over every file's (inode, generation)
+updated with keyed BLAKE2b terms, an audit event noted with the file's
+path sealed under its own key (once per file and name; the events and the
+sum sealed once per 256 events and at fsync, as memvault seals them once
+per burst), and the journal's header rewritten with its MAC after each
+entry (so a cut at an entry boundary is seen). A rename re-seals the
+moved file's metadata and generation, an unlink takes its term out of the
+sum. It answers whether memvault's guarantees, not its code, are what
+stands between it and a phase's goal.
+
+Usage: python scripts/memfs.py MOUNTPOINT [--no-flush] [--sealed JOURNAL [--guarded]]
   --no-flush        answer FLUSH with ENOSYS (the kernel stops sending it)
   --sealed JOURNAL  seal and journal every write (to the file JOURNAL)
+  --guarded         with --sealed: memvault's further guarantees too (above)
 Runs until unmounted (fusermount3 -u) or SIGTERM.
 """
 
@@ -80,6 +95,67 @@ class Journal:
         return seal(self.master, struct.pack(">Q", node.inode) + name, b"name")
 
 
+class GuardedJournal(Journal):
+    """The journal with what memvault's further guarantees add to each change."""
+
+    HEADER = 40  # sequence number and MAC, rewritten after every entry
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.size = self.HEADER
+        self.sum_key = random(32)
+        self.integrity = 0  # XOR of keyed BLAKE2b terms over every file's (inode, gen)
+        self.events: list[bytes] = []
+        self.sealed_paths: dict[tuple[int, bytes], bytes] = {}
+
+    def append(self, parts: list[bytes]) -> None:
+        super().append(parts)
+        head = struct.pack(">Q", self.seq)
+        mac = hashlib.blake2b(head, key=self.mac_key, digest_size=32)
+        os.pwrite(self.fd, head + mac.digest(), 0)
+
+    def wrap(self, node: Node) -> bytes:
+        return seal(self.master, node.key, struct.pack(">Q", node.inode))
+
+    def _term(self, node: Node, gen: int) -> int:
+        mac = hashlib.blake2b(struct.pack(">QQ", node.inode, gen), key=self.sum_key, digest_size=32)
+        return int.from_bytes(mac.digest(), "big")
+
+    def changed(self, node: Node, op: bytes, old_gen: int | None) -> list[bytes]:
+        """What a new generation of ``node`` adds to its journal entry."""
+        if old_gen is not None:
+            self.integrity ^= self._term(node, old_gen)
+        self.integrity ^= self._term(node, node.gen)
+        self.note(op, node)
+        parts = [seal(self.master, struct.pack(">QQ", node.inode, node.gen), b"gen")]
+        if node.wrapped:  # its first entry: the wrapped key goes with it
+            parts.append(node.wrapped)
+            node.wrapped = b""
+        return parts
+
+    def gone(self, node: Node) -> None:
+        if node.gen:  # in the sum since its first entry
+            self.integrity ^= self._term(node, node.gen)
+        self.note(b"shred", node)
+
+    def note(self, op: bytes, node: Node) -> None:
+        path = self.sealed_paths.get((node.inode, node.name))
+        if path is None:
+            path = seal(node.key, node.name, struct.pack(">Q", node.inode))
+            self.sealed_paths[node.inode, node.name] = path
+        self.events.append(struct.pack(">QQ", node.inode, time.time_ns()) + op + path)
+        if len(self.events) >= 256:
+            self.seal_events()
+
+    def seal_events(self) -> None:
+        """The audit events and the integrity sum, sealed as one entry."""
+        if self.events:
+            trail = seal(self.master, b"".join(self.events), b"audit")
+            state = seal(self.master, self.integrity.to_bytes(32, "big"), b"state")
+            self.events = []
+            self.append([trail, state])
+
+
 class Node:
     def __init__(self, inode: int, mode: int, parent: int = 0, name: bytes = b"") -> None:
         self.inode = inode
@@ -91,6 +167,7 @@ class Node:
         self.uid, self.gid = os.getuid(), os.getgid()
         self.key = random(32)
         self.gen = 0
+        self.wrapped = b""  # its key wrapped under the master (--guarded), until journaled
         self.sealed: dict[int, tuple[int, bytes]] = {}  # chunk -> (generation, sealed)
 
     def attrs(self) -> pyfuse3.EntryAttributes:
@@ -116,6 +193,7 @@ class MemFS(pyfuse3.Operations):
         super().__init__()
         self.no_flush = no_flush
         self.journal = journal
+        self.guarded = journal if isinstance(journal, GuardedJournal) else None
         self.inodes = {pyfuse3.ROOT_INODE: Node(pyfuse3.ROOT_INODE, stat.S_IFDIR | 0o755)}
         self.ids = itertools.count(pyfuse3.ROOT_INODE + 1)
         self.dirs: dict[int, list[tuple[bytes, Node]]] = {}
@@ -169,6 +247,8 @@ class MemFS(pyfuse3.Operations):
 
     async def create(self, parent_inode, name, mode, flags, ctx):
         node = self._new(parent_inode, name, stat.S_IFREG | stat.S_IMODE(mode))
+        if self.guarded is not None:
+            node.wrapped = self.guarded.wrap(node)
         return pyfuse3.FileInfo(fh=node.inode, keep_cache=True), node.attrs()
 
     async def open(self, inode, flags, ctx):
@@ -207,7 +287,10 @@ class MemFS(pyfuse3.Operations):
                 sealed = seal(node.key, data[index * CHUNK : (index + 1) * CHUNK], ad)
                 node.sealed[index] = (node.gen, sealed)
                 parts.append(sealed)
-            self.journal.append([*parts, self.journal.meta(node)])
+            parts.append(self.journal.meta(node))
+            if self.guarded is not None:
+                parts += self.guarded.changed(node, b"write", node.gen - 1 or None)
+            self.journal.append(parts)
         return len(buf)
 
     async def flush(self, fh):
@@ -217,6 +300,8 @@ class MemFS(pyfuse3.Operations):
     async def fsync(self, fh, datasync):
         if self.journal is None:
             raise pyfuse3.FUSEError(errno.ENOSYS)  # nothing to flush: never asked again
+        if self.guarded is not None:
+            self.guarded.seal_events()
         os.fdatasync(self.journal.fd)
 
     async def getxattr(self, inode, name, ctx):
@@ -233,6 +318,8 @@ class MemFS(pyfuse3.Operations):
         node = parent.children.pop(name)
         self.inodes.pop(node.inode, None)
         parent.mtime = parent.ctime = time.time_ns()
+        if self.guarded is not None:
+            self.guarded.gone(node)
         if self.journal is not None:
             self.journal.append([struct.pack(">BQ", 2, node.inode)])
 
@@ -250,7 +337,13 @@ class MemFS(pyfuse3.Operations):
             self.inodes.pop(replaced.inode, None)
         target.children[name_new] = node
         node.parent, node.name = parent_inode_new, name_new
-        if self.journal is not None:
+        if self.guarded is not None:  # the moved file's record sealed again, the target shredded
+            if replaced is not None:
+                self.guarded.gone(replaced)
+            node.gen += 1
+            moved = self.guarded.changed(node, b"rename", node.gen - 1 or None)
+            self.journal.append([self.journal.meta(node), *moved])
+        elif self.journal is not None:
             self.journal.append([self.journal.name(node, name_new)])
 
     async def opendir(self, inode, ctx):
@@ -296,9 +389,13 @@ def main() -> None:
     parser.add_argument("mountpoint")
     parser.add_argument("--no-flush", action="store_true")
     parser.add_argument("--sealed", metavar="JOURNAL")
+    parser.add_argument("--guarded", action="store_true")
     args = parser.parse_args()
+    if args.guarded and not args.sealed:
+        parser.error("--guarded needs --sealed JOURNAL")
     options = set(pyfuse3.default_options) | {"fsname=memfs", "noatime"}
-    journal = Journal(args.sealed) if args.sealed else None
+    kind = GuardedJournal if args.guarded else Journal
+    journal = kind(args.sealed) if args.sealed else None
     pyfuse3.init(MemFS(args.no_flush, journal), args.mountpoint, options)
     try:
         trio.run(_main)
