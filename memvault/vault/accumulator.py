@@ -15,23 +15,31 @@ import struct
 
 SIZE = 32
 _STATE = struct.Struct(">32sQ")
+_GEN = struct.Struct(">Q")
 ENCODED_SIZE = _STATE.size
 
 
 class Accumulator:
-    def __init__(self, key: bytearray, value: bytes = bytes(SIZE), count: int = 0) -> None:
+    def __init__(
+        self,
+        key: bytearray,
+        value: bytes = bytes(SIZE),
+        count: int = 0,
+        keyed: hashlib.blake2b | None = None,
+    ) -> None:
         self._key = key
+        self._keyed = keyed or hashlib.blake2b(key=key, digest_size=SIZE)  # keyed once
         self.value = int.from_bytes(value, "big")
         self.count = count
 
     def term(self, record_id: bytes, gen: int) -> int:
-        digest = hashlib.blake2b(
-            record_id + struct.pack(">Q", gen), key=self._key, digest_size=SIZE
-        ).digest()
-        return int.from_bytes(digest, "big")
+        mac = self._keyed.copy()
+        mac.update(record_id)
+        mac.update(_GEN.pack(gen))
+        return int.from_bytes(mac.digest(), "big")
 
     def copy(self) -> Accumulator:
-        clone = Accumulator(self._key)
+        clone = Accumulator(self._key, keyed=self._keyed)
         clone.value, clone.count = self.value, self.count
         return clone
 

@@ -35,6 +35,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from ..crypto.mac import KeyedBlake2b
 from .schema import CHUNKS, DB_NAMES
@@ -66,8 +67,9 @@ def current_boot_id() -> bytes:
         return b"\xff" * 16
 
 
-@dataclass(frozen=True)
-class Op:
+class Op(NamedTuple):
+    """One change of one key (a tuple: several are made for every commit)."""
+
     db: int
     kind: int
     key: bytes
@@ -93,6 +95,8 @@ class StaleRef(Exception):
 REF_MIN = 4096
 SUMMARY_MIN = 4096
 """Chunks from this size are MAC'd by their summary (length, CRC-32, tag)."""
+_LARGE = min(REF_MIN, SUMMARY_MIN)
+"""From this size on, a value may be summarised for the MAC or kept as a Ref."""
 _CHUNKS_DB = DB_NAMES.index(CHUNKS)
 
 
@@ -222,11 +226,13 @@ class Journal:
         Returns the ops with each large value replaced by its Ref in the file.
         """
         parts = _encode(ops)
-        head = _HEAD.pack(sum(map(len, parts)), seq)
-        entry = [head, *parts, self._mac(head, *_summarised(parts))]
+        length = sum(map(len, parts))
+        head = _HEAD.pack(length, seq)
+        large = max(map(len, parts[2::3]), default=0) >= _LARGE
+        entry = [head, *parts, self._mac(head, *(_summarised(parts) if large else parts))]
         if len(entry) > _IOV_MAX:
             entry = [b"".join(entry)]  # many small values: one copy is cheap
-        size = sum(map(len, entry))
+        size = _HEAD.size + length + _MAC_SIZE
         try:
             if os.pwritev(self._fd, entry, self.size) != size:
                 raise OSError(28, "short write to the journal")
@@ -234,14 +240,17 @@ class Journal:
         except OSError:
             os.ftruncate(self._fd, self.size)
             raise
-        kept, at = [], self.size + _HEAD.size
+        at = self.size + _HEAD.size
+        self.size += size
+        if not large:  # nothing to leave in the file: the ops as they are
+            return ops
+        kept = []
         for op in ops:
             at += _OP.size + len(op.key)
             if len(op.value) >= REF_MIN:
                 op = Op(op.db, op.kind, op.key, Ref(self.epoch, at, len(op.value)))
             kept.append(op)
             at += len(op.value) if not isinstance(op.value, Ref) else op.value.length
-        self.size += size
         return kept
 
     def pread(self, ref: Ref) -> bytes:

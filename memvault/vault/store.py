@@ -418,10 +418,17 @@ class Store:
         with _LazyLmdb(self) as open_lmdb:
             txn = PendingTxn(open_lmdb, self._overlay, self._resolve)
             result = fn(txn)
+        self.append_ops(txn.ops)
+        return result
+
+    def append_ops(self, ops: list[Op]) -> None:
+        """Journal a change given as its operations (one entry, no fsync), seen by
+        readers at once: write() without a transaction, for a change that reads
+        nothing first (the mount's short paths; the journal must take the writes)."""
         with self._mu:
             seq = self._seq + 1
             try:
-                kept = self._journal.append(seq, txn.ops)
+                kept = self._journal.append(seq, ops)
             except OSError as exc:
                 if exc.errno == errno.ENOSPC:
                     raise DiskFull(self.path) from exc
@@ -429,7 +436,6 @@ class Store:
             self._seq = seq
             self._pending.append(kept)
             apply_to_overlay(self._overlay, kept)
-        return result
 
     def _resolve(self, ref: Ref) -> bytes:
         """A large journaled value, read back from the journal file (page cache);

@@ -39,7 +39,7 @@ from .accumulator import Accumulator
 from .audit import MAX_ENTRIES, AuditLog, Caller, Checkpoint, Pending, current_caller, seq_key
 from .bodies import CHUNK_SIZE, Bodies, chunk_count
 from .housekeeping import Housekeeper
-from .journal import NO_BOOT, current_boot_id
+from .journal import DELETE, NO_BOOT, PUT, Op, current_boot_id
 from .loading import seal_snapshot
 from .records import DIRECTORY, FILE, Meta
 from .schema import (
@@ -62,6 +62,10 @@ from .sealing import Sealer
 from .state import VaultState
 from .store import Store
 from .tree import Entry, PathTree
+from .txn import DB_INDEX
+
+_STATE_DB, _RECORDS_DB = DB_INDEX[STATE], DB_INDEX[RECORDS]
+_KEYS_DB, _DERIVED_DB = DB_INDEX[KEYS], DB_INDEX[DERIVED]
 
 Event = tuple[str, bytes, str, bytes | None]
 """A change for the vault's listeners: (kind, record id, path, data)."""
@@ -204,7 +208,7 @@ class Writer:
     def put_small(self, entry: Entry, content: bytes | bytearray) -> Meta | None:
         """The mount's hot path: a small file's whole new content, committed alone.
 
-        The same commit as chunk_write + commit (tests/vault/test_small_writes.py
+        The same commit as chunk_write + commit (tests/vault/test_short_paths.py
         holds the two side by side) for the case almost every write() is: an
         inline file, before and after, stored or staged alone, while the
         journal takes the writes. It skips what that case cannot need (the
@@ -230,24 +234,21 @@ class Writer:
         gen = meta.gen + 1
         changes = {"size": len(content), "mtime_ns": now, "ctime_ns": now, "body_gen": gen}
         new = Entry(rid, meta.but(gen=gen, **changes), entry.data_key)
-        write = Write(new, None if first else meta.gen, self.sealer.seal_body(new, content))
+        record = self.sealer.pack_record(new, self.sealer.seal_body(new, content))
         acc = self.acc.copy()
         if first is None:
             acc.remove(rid, meta.gen)
-        else:
-            write.wrapped_key = first.wrapped_key
         acc.add(rid, gen)
         noted = len(self.audit.pending)
-        self.audit.note(
-            "create" if first is not None else "write", write.caller, rid, meta.path, entry.data_key
-        )
+        op = "create" if first is not None else "write"
+        self.audit.note(op, current_caller.get(), rid, meta.path, entry.data_key)
+        ops = [Op(_RECORDS_DB, PUT, rid, record)]
+        if first is not None:
+            ops.append(Op(_KEYS_DB, PUT, rid, first.wrapped_key))
+        else:  # new content: its derived data is stale
+            ops.append(Op(_DERIVED_DB, DELETE, rid))
         try:
-            self.write(
-                lambda txn: self._put_record(txn, write),
-                acc,
-                owes_compaction=first is None,
-                seal_later=True,
-            )
+            self.journal_ops(ops, owes_compaction=first is None)
         except BaseException:
             self.audit.discard_since(noted)
             raise
@@ -336,13 +337,25 @@ class Writer:
             self.audit.stored(entry)
         if not deferred:
             self.generation = generation
-        self.unsealed = deferred
+        self._written(deferred, owes_compaction, bookkeeping)
+        return result
+
+    def journal_ops(self, ops: list[Op], *, owes_compaction: bool) -> None:
+        """write(..., seal_later=True) for a change given as its operations, which
+        reads nothing first: straight into the journal, without a transaction
+        (the short paths; the journal must take the writes)."""
+        if owes_compaction:
+            ops.append(Op(_STATE_DB, PUT, COMPACTION_OWED_KEY, b""))
+        self.store.append_ops(ops)
+        self._written(True, owes_compaction, False)
+
+    def _written(self, unsealed: bool, owes_compaction: bool, bookkeeping: bool) -> None:
+        self.unsealed = unsealed
         self._wrote = True
         self._dirty = self._dirty or not bookkeeping
         if owes_compaction:
             self.compaction_owed = True
             self._owing += 1
-        return result
 
     def seal_state(self) -> None:
         """Store the sealed state and the audit trail's events, if commits or noted
@@ -723,8 +736,57 @@ class Writer:
         if below and not recursive:
             raise DirectoryNotEmpty(entry.meta.path)
         doomed = [entry, *below]
-        self.commit([], doomed)
+        if below or not self.shred_small(entry):
+            self.commit([], doomed)
         return [("delete", e.record_id, e.meta.path, None) for e in doomed]
+
+    def shred_small(self, entry: Entry) -> bool:
+        """The mount's unlink: a stored, inline file shredded alone.
+
+        The same commit as commit([], [entry]) (tests/vault/test_short_paths.py
+        holds the two side by side) for the case almost every unlink is, while
+        the journal takes the writes; it skips what that case cannot need
+        (staged files, chunks, other shreds and writes, a stored snapshot to
+        drop, a transaction). False: take the general path, which also frees
+        the disk's reserve when the disk is full.
+        """
+        meta = entry.meta
+        if (
+            meta.type != FILE
+            or meta.chunked
+            or meta.orphan
+            or self.staged
+            or self.snapshot_stored
+            or self.search_index_stored
+            or not self.store.journaling
+        ):
+            return False
+        rid = entry.record_id
+        parent = paths.parent(meta.path)
+        directory = self.tree.by_path.get(parent)
+        touched = [None] if parent == paths.ROOT else [directory] if directory else []
+        acc = self.acc.copy()
+        acc.remove(rid, meta.gen)
+        noted = len(self.audit.pending)
+        self.audit.note("shred", current_caller.get(), rid, meta.path, entry.data_key)
+        ops = [Op(db, DELETE, rid) for db in (_DERIVED_DB, _RECORDS_DB, _KEYS_DB)]
+        try:
+            self.journal_ops(ops, owes_compaction=True)
+        except BaseException as exc:
+            self.audit.discard_since(noted)
+            if isinstance(exc, DiskFull):
+                return False
+            raise
+        self.acc = acc
+        self.tree.remove(entry)
+        self.bodies.forget(rid)
+        self.audit.forget(rid)
+        wipe(entry.data_key)
+        self._apply_times(touched)
+        self.pending_shreds += 1
+        self.housekeeper.compaction_owed()
+        self.housekeeper.journal_grew(self.store.journal_bytes)
+        return True
 
     # -- the session -----------------------------------------------------------------
 

@@ -1,5 +1,6 @@
-"""A mount's write() to a small file takes a short path (Writer.put_small): it
-must commit exactly what the general path commits, and survive what that does."""
+"""A mount's write() to a small file and its unlink of one take short paths
+(Writer.put_small, Writer.shred_small): each must commit exactly what the
+general path commits, and survive what that does."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import textwrap
 
 from memvault.vault import Vault
 from memvault.vault.bodies import CHUNK_SIZE
-from memvault.vault.records import FILE
+from memvault.vault.records import DIRECTORY, FILE
 
 from ..conftest import FAST_KDF, PASSPHRASE, reopen
 from .test_journal import run_until_killed
@@ -112,3 +113,100 @@ def test_small_writes_a_killed_writer_journaled_are_replayed_and_counted(vault_p
         assert any(e.op == "replay" and e.path == "notes.md" for e in again.audit_trail())
     with reopen(vault_path) as again:
         assert again.get("notes.md") == expected
+
+
+def shred_through(vault: Vault, path: str, *, short: bool) -> tuple:
+    """Unlink ``path`` by one path or the other; what it stored."""
+    taken = []
+    shred_small = vault._writer.shred_small
+
+    def watch(entry):
+        result = shred_small(entry) if short else False
+        taken.append(result)
+        return result
+
+    vault._writer.shred_small = watch
+    try:
+        events = len(vault._writer.audit.pending)
+        vault.remove_record(vault.record_id(path), directory=False)
+    finally:
+        vault._writer.shred_small = shred_small
+    assert taken == [short]
+    ops = [(e.op, e.path) for e in vault._writer.audit.pending[events:]]
+    return last_entry(vault), ops, vault._writer.compaction_owed, vault._writer.pending_shreds
+
+
+def test_the_short_shred_commits_what_the_general_path_commits(vault_path):
+    with journal_vault(vault_path) as vault:
+        vault.put("first.md", b"drops the snapshot stored at the last lock")
+        vault.mkdir("d")
+        results = {}
+        for short in (True, False):
+            for path in (f"d/{short}.md", f"{short}.md"):
+                vault.put(path, b"shredded by one path or the other")
+                vault._writer.compaction_owed = False
+                vault._writer.pending_shreds = 0
+                before = vault.stat(paths_parent(path)).mtime_ns
+                results[short, path.startswith("d/")] = shred_through(vault, path, short=short)
+                assert vault.stat(paths_parent(path)).mtime_ns > before  # POSIX: its directory
+                assert not vault.exists(path)
+        for inside in (True, False):
+            entry, ops, owed, shreds = results[True, inside]
+            general_entry, general_ops, *general_rest = results[False, inside]
+            assert entry == general_entry  # the same operations
+            assert [op for op, _ in ops] == [op for op, _ in general_ops] == ["shred"]
+            assert [owed, shreds] == general_rest == [True, 1]
+        assert vault.get("first.md")
+    with reopen(vault_path, verify_every_record=True) as again:  # the integrity sum holds
+        assert [m.path for m in again.walk()] == ["d", "first.md"]
+
+
+def paths_parent(path: str) -> str:
+    return path.rpartition("/")[0] or "/"
+
+
+def test_the_short_shred_leaves_other_cases_to_the_general_one(vault_path):
+    with journal_vault(vault_path) as vault:
+        vault.put("stored.md", b"stored")
+        big = b"y" * (CHUNK_SIZE + 1)
+        vault.put("big.bin", big)
+        vault.mkdir("empty")
+        writer, tree = vault._writer, vault._tree
+        assert not writer.shred_small(tree.at("big.bin"))  # chunked
+        assert not writer.shred_small(tree.at("empty"))  # a directory
+        assert tree.at("empty").meta.type == DIRECTORY
+        staged, _ = vault.create_in(None, "staged.md", FILE, mode=0o644, opened=True)
+        assert not writer.shred_small(tree.at("stored.md"))  # a file is staged
+        vault.remove_record(staged, directory=False)
+        assert writer.shred_small(tree.at("stored.md"))
+        vault.remove_record(vault.record_id("big.bin"), directory=False)
+        assert [m.path for m in vault.walk()] == ["empty"]
+    with reopen(vault_path, verify_every_record=True) as again:
+        assert [m.path for m in again.walk()] == ["empty"]
+
+
+KILLED_SHREDS = textwrap.dedent(
+    """
+    import os, sys
+    from memvault.vault import Vault
+    v = Vault.open(sys.argv[1], sys.argv[2].encode(), compact_delay=None, journal=True)
+    for i in range(10):
+        v.put(f"n{i}.md", b"stored %d" % i)
+    v._writer._flush_soon()  # in LMDB, under a sealed state
+    for i in range(0, 10, 2):
+        assert v._writer.shred_small(v._tree.by_path[f"n{i}.md"])
+    assert v._writer.unsealed
+    print("shredded", flush=True)
+    os.kill(os.getpid(), 9)
+    """
+)
+
+
+def test_short_shreds_a_killed_writer_journaled_are_replayed_and_counted(vault_path):
+    Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
+    assert run_until_killed(KILLED_SHREDS, vault_path).stdout == b"shredded\n"
+    with reopen(vault_path) as again:  # no integrity failure: the unsealed tail is counted
+        assert [m.path for m in again.walk()] == [f"n{i}.md" for i in range(1, 10, 2)]
+        assert any(e.op == "replay" for e in again.audit_trail())
+    with reopen(vault_path, verify_every_record=True) as again:
+        assert again.get("n9.md") == b"stored 9"
