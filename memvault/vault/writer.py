@@ -66,6 +66,8 @@ from .txn import DB_INDEX
 
 _STATE_DB, _RECORDS_DB = DB_INDEX[STATE], DB_INDEX[RECORDS]
 _KEYS_DB, _DERIVED_DB = DB_INDEX[KEYS], DB_INDEX[DERIVED]
+_SHREDDED = (DERIVED, RECORDS, KEYS)
+"""What a shred deletes under the record's id (its chunks aside), in this order."""
 
 Event = tuple[str, bytes, str, bytes | None]
 """A change for the vault's listeners: (kind, record id, path, data)."""
@@ -439,9 +441,8 @@ class Writer:
             for s in stored_shreds:
                 for key in self.bodies.chunk_keys_of(s):
                     txn.delete(key, db=CHUNKS)
-                txn.delete(s.record_id, db=DERIVED)
-                txn.delete(s.record_id, db=RECORDS)
-                txn.delete(s.record_id, db=KEYS)
+                for db in _SHREDDED:
+                    txn.delete(s.record_id, db=db)
             if sealed_root is not None:
                 txn.put(ROOT_KEY, sealed_root, db=STATE)
             if self.snapshot_stored:
@@ -468,10 +469,7 @@ class Writer:
         self.search_index_stored = self.search_index_stored and not stale_index
         self.acc = acc
         for s in shreds:
-            self.tree.remove(s)
-            self.bodies.forget(s.record_id)
-            self.audit.forget(s.record_id)
-            wipe(s.data_key)
+            self._forget(s)
         for w in writes:
             old = self.tree.by_id.get(w.entry.record_id)
             if old is not None:
@@ -769,24 +767,29 @@ class Writer:
         acc.remove(rid, meta.gen)
         noted = len(self.audit.pending)
         self.audit.note("shred", current_caller.get(), rid, meta.path, entry.data_key)
-        ops = [Op(db, DELETE, rid) for db in (_DERIVED_DB, _RECORDS_DB, _KEYS_DB)]
+        ops = [Op(DB_INDEX[db], DELETE, rid) for db in _SHREDDED]
         try:
             self.journal_ops(ops, owes_compaction=True)
-        except BaseException as exc:
+        except DiskFull:
             self.audit.discard_since(noted)
-            if isinstance(exc, DiskFull):
-                return False
+            return False
+        except BaseException:
+            self.audit.discard_since(noted)
             raise
         self.acc = acc
-        self.tree.remove(entry)
-        self.bodies.forget(rid)
-        self.audit.forget(rid)
-        wipe(entry.data_key)
+        self._forget(entry)
         self._apply_times(touched)
         self.pending_shreds += 1
         self.housekeeper.compaction_owed()
         self.housekeeper.journal_grew(self.store.journal_bytes)
         return True
+
+    def _forget(self, shredded: Entry) -> None:
+        """A stored shred's entry gone from memory: the tree, the caches, its key."""
+        self.tree.remove(shredded)
+        self.bodies.forget(shredded.record_id)
+        self.audit.forget(shredded.record_id)
+        wipe(shredded.data_key)
 
     # -- the session -----------------------------------------------------------------
 
