@@ -34,6 +34,7 @@ def start(
     passphrase: bytearray,
     *,
     allow_other: bool,
+    xattrs: bool = False,
     accept_journal_loss: bool = False,
     accept_rollback: bool = False,
     factors: Factors = PASSPHRASE_ONLY,
@@ -51,7 +52,8 @@ def start(
             "accept_rollback": accept_rollback,
             "factors": factors,
         }
-        _run_daemon(vault, mountpoint, passphrase, allow_other, write_fd, options)
+        served = {"allow_other": allow_other, "xattrs": xattrs}
+        _run_daemon(vault, mountpoint, passphrase, served, write_fd, options)
     os.close(write_fd)
     for i in range(len(passphrase)):
         passphrase[i] = 0
@@ -70,7 +72,7 @@ def start(
     raise MountError(text or "The mount daemon exited unexpectedly.")
 
 
-def _run_daemon(vault_path, mountpoint, passphrase, allow_other, report_fd, options) -> None:
+def _run_daemon(vault_path, mountpoint, passphrase, served, report_fd, options) -> None:
     code = 1
     reporter = _Reporter(report_fd)
     try:
@@ -92,7 +94,7 @@ def _run_daemon(vault_path, mountpoint, passphrase, allow_other, report_fd, opti
             reporter.send(f"{exc.exit_code}{EXIT_SEP}{exc}".encode())
             return
         try:
-            serve(vault, mountpoint, allow_other=allow_other, on_ready=lambda: reporter.send(READY))
+            serve(vault, mountpoint, **served, on_ready=lambda: reporter.send(READY))
             code = 0
         except MemvaultError as exc:
             log.error("stopped: %s", type(exc).__name__)

@@ -59,6 +59,7 @@ def serve(
     mountpoint: Path,
     *,
     allow_other: bool = False,
+    xattrs: bool = False,
     on_ready: Callable[[], None] | None = None,
 ) -> None:
     """Mount ``vault`` and serve it until it is locked.
@@ -69,7 +70,7 @@ def serve(
     # One onnxruntime thread per run: a query runs on its own (normal
     # priority) thread, the background workers on theirs, at idle priority.
     search = open_search(vault, threads=1, workers=EMBED_WORKERS)
-    ops = VaultOperations(vault, search=search, mountpoint=str(mountpoint))
+    ops = VaultOperations(vault, search=search, mountpoint=str(mountpoint), xattrs=xattrs)
     record = MountRecord(str(vault.path), str(mountpoint), os.getpid(), time.time())
     syncing = SyncServices(vault, on_applied=ops.forget_paths)
     daemon = _Daemon(vault, search, syncing, record)

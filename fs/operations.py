@@ -97,10 +97,16 @@ class VaultOperations(pyfuse3.Operations):
     enable_acl = False
 
     def __init__(
-        self, vault: Vault, *, search: SearchService | None = None, mountpoint: str = ""
+        self,
+        vault: Vault,
+        *,
+        search: SearchService | None = None,
+        mountpoint: str = "",
+        xattrs: bool = False,
     ) -> None:
         super().__init__()
         self.vault = vault
+        self.xattrs = xattrs
         self.activity = vault.activity
         self.search = search
         self.mountpoint = mountpoint
@@ -566,8 +572,16 @@ class VaultOperations(pyfuse3.Operations):
         self.vault.store_new_files()
 
     # -- extended attributes (user.* only, stored inside the sealed metadata) ----
+    #
+    # Served only when the mount was asked for them (`unlock --xattrs`). The
+    # kernel asks for security.capability before every write() to a file that
+    # may have one; an ENOSYS answer tells it, once, that the file system has
+    # no extended attributes at all (it then answers "not supported" itself),
+    # which saves that round trip on every write. Those stored stay stored.
 
     def _xattr_name(self, name: bytes) -> str:
+        if not self.xattrs:
+            raise pyfuse3.FUSEError(errno.ENOSYS)
         text = os.fsdecode(name)
         if not text.startswith(XATTR_NAMESPACE):
             raise NotSupported(f"Extended attributes outside {XATTR_NAMESPACE}*")
@@ -575,16 +589,17 @@ class VaultOperations(pyfuse3.Operations):
 
     @request
     async def setxattr(self, inode, name, value, ctx):
+        key = self._xattr_name(name)
         record_id = self._record(inode)
         xattrs = dict(self._meta(record_id).xattrs)
-        xattrs[self._xattr_name(name)] = base64.b64encode(value).decode()
+        xattrs[key] = base64.b64encode(value).decode()
         self.vault.set_record_attrs(record_id, xattrs=xattrs)
 
     @request
     async def getxattr(self, inode, name, ctx):
-        if inode >= SEARCH_INODE:
-            raise NoSuchAttribute("search/", os.fsdecode(name))
         key = self._xattr_name(name)
+        if inode >= SEARCH_INODE:
+            raise NoSuchAttribute("search/", key)
         value = self._meta(self._record(inode)).xattrs.get(key)
         if value is None:
             raise NoSuchAttribute(f"inode {inode}", key)
@@ -592,15 +607,17 @@ class VaultOperations(pyfuse3.Operations):
 
     @request
     async def listxattr(self, inode, ctx):
+        if not self.xattrs:
+            raise pyfuse3.FUSEError(errno.ENOSYS)
         if inode >= SEARCH_INODE:
             return []
         return [os.fsencode(k) for k in self._meta(self._record(inode)).xattrs]
 
     @request
     async def removexattr(self, inode, name, ctx):
+        key = self._xattr_name(name)
         record_id = self._record(inode)
         xattrs = dict(self._meta(record_id).xattrs)
-        key = self._xattr_name(name)
         if xattrs.pop(key, None) is None:
             raise NoSuchAttribute(f"inode {inode}", key)
         self.vault.set_record_attrs(record_id, xattrs=xattrs)

@@ -11,11 +11,11 @@ with its parent and name (under a master key: a replay needs them), and
 appends them to a journal file with a keyed BLAKE2b MAC (over the chunks'
 tags, as memvault's journal does) in one pwritev before it replies; an
 unlink appends a deletion, a rename the new name sealed. A read decrypts
-the sealed chunks it touches (nothing is served from plaintext), fsync()
-is an fdatasync of the journal, and user.* extended attributes are
-supported (none is ever set: GETXATTR answers "no such attribute" for them
-and "not supported" for the others, as memvault does, so the kernel keeps
-asking before every write, as it asks memvault and gocryptfs). It is the
+the sealed chunks it touches (nothing is served from plaintext), and
+fsync() is an fdatasync of the journal. Like memvault's default mount
+(without `unlock --xattrs`) it has no extended attributes: GETXATTR
+answers ENOSYS, so the kernel stops asking before every write (gocryptfs
+serves them and is asked). It is the
 floor of an encrypted, journaled design on this stack: what memvault costs
 above it is its own structure (records, the vault state, the audit trail,
 the path tree).
@@ -305,10 +305,7 @@ class MemFS(pyfuse3.Operations):
         os.fdatasync(self.journal.fd)
 
     async def getxattr(self, inode, name, ctx):
-        if self.journal is None:
-            raise pyfuse3.FUSEError(errno.ENOSYS)
-        # as memvault answers: user.* supported (none set here), the rest not
-        raise pyfuse3.FUSEError(errno.ENODATA if name.startswith(b"user.") else errno.ENOTSUP)
+        raise pyfuse3.FUSEError(errno.ENOSYS)  # none, as memvault's default mount
 
     async def release(self, fh):
         pass

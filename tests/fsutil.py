@@ -65,7 +65,7 @@ def make_env(base: Path) -> dict[str, str]:
 
 
 @contextmanager
-def mounted(base: Path, *, init: bool = True):
+def mounted(base: Path, *, init: bool = True, unlock_args: tuple[str, ...] = ()):
     """An unlocked vault mounted at ``base/mnt`` (a skip saying why, where FUSE is missing)."""
     reason = fuse_unavailable()
     if reason:
@@ -75,7 +75,7 @@ def mounted(base: Path, *, init: bool = True):
     if init:
         done = mount.cli("init", *KDF_ARGS)
         assert done.returncode == 0, done.stderr
-    done = mount.unlock()
+    done = mount.unlock(*unlock_args)
     assert done.returncode == 0, done.stderr
     try:
         yield mount

@@ -49,11 +49,13 @@ def cmd_unlock(args: argparse.Namespace) -> int:
         vault = Vault.open(path, secret, journal=True, **options)
         harden_process()
         output.note(f"Unlocked {path} at {mountpoint}; Ctrl-C (or `memvault lock`) locks it.")
-        serve(vault, mountpoint, allow_other=args.allow_other)
+        serve(vault, mountpoint, allow_other=args.allow_other, xattrs=args.xattrs)
         output.note("Locked.")
         return 0
     first = first_use_here(path)
-    pid = daemon.start(path, mountpoint, secret, allow_other=args.allow_other, **options)
+    pid = daemon.start(
+        path, mountpoint, secret, allow_other=args.allow_other, xattrs=args.xattrs, **options
+    )
     output.note(f"Unlocked {path} at {mountpoint} (daemon pid {pid}); `memvault lock` locks it.")
     if first:
         output.note(FIRST_USE)
@@ -137,6 +139,13 @@ def register(add) -> None:
         action="store_true",
         help="let other users reach the mount (off by default: owner only; "
         "needs user_allow_other in /etc/fuse.conf for non-root users)",
+    )
+    p.add_argument(
+        "--xattrs",
+        action="store_true",
+        help="serve user.* extended attributes (off by default: the mount then answers "
+        "'not supported', and every write costs one kernel request less; "
+        "attributes stored earlier are kept either way)",
     )
     p = add(
         "lock",

@@ -135,7 +135,8 @@ def test_setattr_truncates_and_changes_mode(ops, vault):
     assert vault.get("a.md") == b"0123"
 
 
-def test_user_xattrs_only(ops, vault):
+def test_user_xattrs_only(vault):
+    ops = VaultOperations(vault, xattrs=True)
     inode = create(ops, ROOT, b"a.md", b"x")
     run(ops.setxattr, inode, b"user.topic", b"release", CTX)
     assert run(ops.getxattr, inode, b"user.topic", CTX) == b"release"
@@ -143,6 +144,16 @@ def test_user_xattrs_only(ops, vault):
     assert errno_of(ops.setxattr, inode, b"trusted.x", b"1", CTX) == errno.ENOTSUP
     run(ops.removexattr, inode, b"user.topic", CTX)
     assert errno_of(ops.getxattr, inode, b"user.topic", CTX) == pyfuse3.ENOATTR
+
+
+def test_xattrs_off_by_default_answer_enosys(ops):
+    """ENOSYS, not ENOTSUP: the kernel then stops asking (before every write too)."""
+    inode = create(ops, ROOT, b"a.md", b"x")
+    assert errno_of(ops.getxattr, inode, b"security.capability", CTX) == errno.ENOSYS
+    assert errno_of(ops.getxattr, inode, b"user.topic", CTX) == errno.ENOSYS
+    assert errno_of(ops.setxattr, inode, b"user.topic", b"v", CTX) == errno.ENOSYS
+    assert errno_of(ops.listxattr, inode, CTX) == errno.ENOSYS
+    assert errno_of(ops.removexattr, inode, b"user.topic", CTX) == errno.ENOSYS
 
 
 def test_symlinks_hard_links_and_devices(ops, vault):

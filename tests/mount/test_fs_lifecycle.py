@@ -22,7 +22,7 @@ from ..fsutil import mounted
 
 def test_remount_keeps_files_directories_modes_and_times(tmp_path):
     t1, t2 = 1_500_000_000_123_456_789, 1_600_000_000_000_000_000
-    with mounted(tmp_path) as m:
+    with mounted(tmp_path, unlock_args=("--xattrs",)) as m:
         root = m.root
         (root / "proj" / "deep" / "er").mkdir(parents=True)
         (root / "proj" / "deep" / "er" / "note.md").write_text("deep note\n")
@@ -36,7 +36,7 @@ def test_remount_keeps_files_directories_modes_and_times(tmp_path):
         os.setxattr(root / "script.sh", "user.origin", b"unit test")
         assert m.lock().returncode == 0
         assert not m.is_mounted() and os.listdir(root) == []
-        assert m.unlock().returncode == 0
+        assert m.unlock("--xattrs").returncode == 0
         assert (root / "proj" / "deep" / "er" / "note.md").read_text() == "deep note\n"
         st = os.stat(root / "script.sh")
         assert (st.st_mode & 0o777, st.st_mtime_ns) == (0o750, t1)
@@ -170,7 +170,7 @@ def _renameat2(old, new, flags):
 
 
 def test_rename_flags_and_unsupported_operations(tmp_path):
-    with mounted(tmp_path) as m:
+    with mounted(tmp_path, unlock_args=("--xattrs",)) as m:
         a, b = m.root / "a.md", m.root / "b.md"
         a.write_text("A")
         b.write_text("B")
@@ -232,3 +232,29 @@ def test_readdir_offsets_survive_concurrent_deletes(tmp_path):
                         (m.root / name).unlink()
         assert len(seen) == len(set(seen)), "an entry was listed twice"
         assert set(names[1:200:2]) | set(names[200:]) <= set(seen)
+
+
+def test_xattrs_are_served_only_when_asked_and_kept_meanwhile(tmp_path):
+    """Off by default (one kernel request less per write): "not supported" for
+    every call, user.* included, and what an earlier mount stored stays."""
+    with mounted(tmp_path, unlock_args=("--xattrs",)) as m:
+        f = m.root / "a.md"
+        f.write_text("x")
+        os.setxattr(f, "user.topic", b"release")
+        assert m.lock().returncode == 0
+        assert m.unlock().returncode == 0
+        for call in (
+            lambda: os.getxattr(f, "user.topic"),
+            lambda: os.setxattr(f, "user.other", b"v"),
+            lambda: os.removexattr(f, "user.topic"),
+            lambda: os.listxattr(f),
+        ):
+            with pytest.raises(OSError) as off:
+                call()
+            assert off.value.errno == errno.ENOTSUP
+        f.write_text("changed while attributes are off")
+        os.rename(f, m.root / "b.md")
+        assert m.lock().returncode == 0
+        assert m.unlock("--xattrs").returncode == 0
+        assert os.getxattr(m.root / "b.md", "user.topic") == b"release"
+        assert os.listxattr(m.root / "b.md") == ["user.topic"]

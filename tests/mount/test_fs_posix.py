@@ -170,7 +170,7 @@ def test_a_file_unlinked_while_open_is_shredded_after_a_killed_daemon(tmp_path):
 
 
 def test_ctime_changes_on_chmod_chown_rename_and_content(tmp_path):
-    with mounted(tmp_path) as m:
+    with mounted(tmp_path, unlock_args=("--xattrs",)) as m:
         f = m.root / "a.md"
         f.write_text("x")
         for what, change in (
