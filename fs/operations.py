@@ -409,11 +409,8 @@ class VaultOperations(pyfuse3.Operations):
 
     @request
     async def unlink(self, parent_inode, name, ctx):
-        record_id, _ = self.vault.lookup(*self._name(parent_inode, name))
-        if self.files.of_record(record_id) is not None:
-            self.vault.orphan_record(record_id)  # readable and writable until the last close
-        else:
-            self.vault.remove_record(record_id, directory=False)
+        # An open file stays readable and writable until its last close (release).
+        self.vault.unlink_in(*self._name(parent_inode, name), is_open=self._is_open)
 
     @request
     async def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):
@@ -424,8 +421,11 @@ class VaultOperations(pyfuse3.Operations):
             *new,
             replace_existing=not flags & pyfuse3.RENAME_NOREPLACE,
             exchange=bool(flags & pyfuse3.RENAME_EXCHANGE),
-            is_open=lambda record_id: self.files.of_record(record_id) is not None,
+            is_open=self._is_open,
         )
+
+    def _is_open(self, record_id: bytes) -> bool:
+        return self.files.of_record(record_id) is not None
 
     @request
     async def symlink(self, parent_inode, name, target, ctx):

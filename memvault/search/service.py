@@ -331,7 +331,8 @@ class SearchService:
             for pending in (self._changed, self._touched):
                 pending.pop(record_id, None)  # to the end: the order of last change
                 pending[record_id] = now
-        self._wake.set()
+        if not self._wake.is_set():  # set() takes a lock and notifies: not per write
+            self._wake.set()
 
     def _index_changed(self, *, quiet_since: float | None = None, limit: int | None = None):
         """Index the words of changed records (lock held): all of them, or those

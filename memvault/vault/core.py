@@ -935,6 +935,24 @@ class Vault:
             events = self._writer.orphan(entry)
         self._notify(events)
 
+    def unlink_in(
+        self, parent: bytes | None, name: str, *, is_open: Callable[[bytes], bool]
+    ) -> None:
+        """unlink(2) by directory id: the file is shredded, or only its name goes
+        while ``is_open`` says it is open (see orphan_record)."""
+        with self._lock:
+            self._check_writable()
+            entry = self._tree.children(self._dir_path(parent)).get(name)
+            if entry is None:
+                raise MemoryNotFound(name)
+            if entry.meta.is_dir:
+                raise IsADirectory(entry.meta.path)
+            if is_open(entry.record_id):
+                events = self._writer.orphan(entry)
+            else:
+                events = self._writer.delete(entry, recursive=False)
+        self._notify(events)
+
     def remove_record(self, record_id: bytes, *, directory: bool) -> None:
         """Shred one entry (unlink, or rmdir with ``directory``): the type must match."""
         with self._lock:

@@ -229,9 +229,13 @@ class Journal:
         length = sum(map(len, parts))
         head = _HEAD.pack(length, seq)
         large = max(map(len, parts[2::3]), default=0) >= _LARGE
-        entry = [head, *parts, self._mac(head, *(_summarised(parts) if large else parts))]
-        if len(entry) > _IOV_MAX:
-            entry = [b"".join(entry)]  # many small values: one copy is cheap
+        if large:  # not copied; chunks MAC'd by their summary
+            entry = [head, *parts, self._mac(head, *_summarised(parts))]
+            if len(entry) > _IOV_MAX:
+                entry = [b"".join(entry)]
+        else:  # small: one copy, MAC'd in one piece (the same MAC as part by part)
+            body = b"".join((head, *parts))
+            entry = [body, self._mac(body)]
         size = _HEAD.size + length + _MAC_SIZE
         try:
             if os.pwritev(self._fd, entry, self.size) != size:
