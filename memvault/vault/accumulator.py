@@ -39,7 +39,8 @@ class Accumulator:
         return int.from_bytes(mac.digest(), "big")
 
     def copy(self) -> Accumulator:
-        clone = Accumulator(self._key, keyed=self._keyed)
+        clone = Accumulator.__new__(Accumulator)  # one per write(): no __init__
+        clone._key, clone._keyed = self._key, self._keyed
         clone.value, clone.count = self.value, self.count
         return clone
 

@@ -54,14 +54,18 @@ class Housekeeper:
         self._thread: threading.Thread | None = None
         self._stopped = False
 
-    def journal_grew(self, journaled_bytes: int) -> None:
-        """Journaled changes reach LMDB within FLUSH_DELAY, or at once past FLUSH_BYTES."""
-        if not journaled_bytes:
-            return
-        urgent = journaled_bytes > FLUSH_BYTES
+    def committed(self, journaled_bytes: int, *, owes_compaction: bool) -> None:
+        """After a commit: journaled changes reach LMDB within FLUSH_DELAY (at once
+        past FLUSH_BYTES), and the compaction it owes is (re)armed. One lock for
+        both: this runs on every write() and unlink."""
         with self._due:
             if self._stopped:
                 return
+            if owes_compaction:
+                self._arm_compaction()
+            if not journaled_bytes:
+                return
+            urgent = journaled_bytes > FLUSH_BYTES
             at = time.monotonic() + (0.0 if urgent else FLUSH_DELAY)
             if self._flush_at is None or at < self._flush_at:
                 self._flush_at = at
@@ -84,15 +88,18 @@ class Housekeeper:
 
         A later deadline needs no wake-up (the thread finds it when the old
         one passes): `rm -rf` of 2,000 files costs no thread switch per file."""
+        with self._due:
+            if not self._stopped:
+                self._arm_compaction()
+
+    def _arm_compaction(self) -> None:
+        """(Lock held.)"""
         if self._compact_delay is None:
             return
-        with self._due:
-            if self._stopped:
-                return
-            armed = self._compact_at is not None
-            self._compact_at = time.monotonic() + self._compact_delay
-            if not armed:
-                self._wake()
+        armed = self._compact_at is not None
+        self._compact_at = time.monotonic() + self._compact_delay
+        if not armed:
+            self._wake()
 
     def stop(self) -> None:
         """Cancel what is scheduled (a job already running finishes; the store waits for it)."""

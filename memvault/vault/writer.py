@@ -68,6 +68,7 @@ _STATE_DB, _RECORDS_DB = DB_INDEX[STATE], DB_INDEX[RECORDS]
 _KEYS_DB, _DERIVED_DB = DB_INDEX[KEYS], DB_INDEX[DERIVED]
 _SHREDDED = (DERIVED, RECORDS, KEYS)
 """What a shred deletes under the record's id (its chunks aside), in this order."""
+_SHREDDED_DBS = tuple(DB_INDEX[db] for db in _SHREDDED)
 
 Event = tuple[str, bytes, str, bytes | None]
 """A change for the vault's listeners: (kind, record id, path, data)."""
@@ -257,9 +258,7 @@ class Writer:
         staged.pop(rid, None)
         self.acc = acc
         self.tree.replace(new)
-        if first is None:
-            self.housekeeper.compaction_owed()
-        self.housekeeper.journal_grew(self.store.journal_bytes)
+        self.housekeeper.committed(self.store.journal_bytes, owes_compaction=first is None)
         return new.meta
 
     def _set_body(self, write: Write, old: Entry | None, chunks) -> None:
@@ -478,9 +477,7 @@ class Writer:
             self.tree.add(w.entry)
         self._apply_times(touched)
         self.pending_shreds += len(shreds)
-        if owed:
-            self.housekeeper.compaction_owed()
-        self.housekeeper.journal_grew(self.store.journal_bytes)
+        self.housekeeper.committed(self.store.journal_bytes, owes_compaction=owed)
 
     def _audit(self, writes: list[Write], shreds: list[Entry]) -> None:
         """Note what a commit does, for whom, in the entry it will store (audit.py)."""
@@ -767,7 +764,7 @@ class Writer:
         acc.remove(rid, meta.gen)
         noted = len(self.audit.pending)
         self.audit.note("shred", current_caller.get(), rid, meta.path, entry.data_key)
-        ops = [Op(DB_INDEX[db], DELETE, rid) for db in _SHREDDED]
+        ops = [Op(db, DELETE, rid) for db in _SHREDDED_DBS]
         try:
             self.journal_ops(ops, owes_compaction=True)
         except DiskFull:
@@ -780,8 +777,7 @@ class Writer:
         self._forget(entry)
         self._apply_times(touched)
         self.pending_shreds += 1
-        self.housekeeper.compaction_owed()
-        self.housekeeper.journal_grew(self.store.journal_bytes)
+        self.housekeeper.committed(self.store.journal_bytes, owes_compaction=True)
         return True
 
     def _forget(self, shredded: Entry) -> None:

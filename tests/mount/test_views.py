@@ -84,5 +84,8 @@ def test_a_view_needs_an_unlocked_vault_and_a_directory(tmp_path):
         assert "not a directory of the vault" in line
         line = assert_one_line_error(m.cli("unlock", "--read-only", str(tmp_path / "v")))
         assert "--subtree" in line
+        view = ("--subtree", ".", "--xattrs", str(tmp_path / "v"))
+        line = assert_one_line_error(m.cli("unlock", *view))
+        assert "--xattrs" in line and "view" in line
     line = assert_one_line_error(m.cli("unlock", "--subtree", "a", str(tmp_path / "v")))
     assert "not unlocked" in line
