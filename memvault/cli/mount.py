@@ -64,12 +64,11 @@ def cmd_unlock(args: argparse.Namespace) -> int:
 
 def _unlock_view(args: argparse.Namespace, mountpoint) -> int:
     """A directory of the unlocked vault at a mountpoint of its own (fs/view.py)."""
-    from ..fs import view
-
     if args.xattrs:
         raise UsageError(
             "--xattrs is for the vault's own mount: a view has no extended attributes."
         )
+    from ..fs import view
 
     record = daemon_of(args)
     if record is None:
