@@ -47,10 +47,12 @@ kernel sends at once, as its writes already are), not 128 KiB ones."""
 
 
 def mount_options(allow_other: bool) -> set[str]:
-    options = set(pyfuse3.default_options)  # default_permissions
-    options |= {f"fsname={FS_NAME}", f"subtype={FS_NAME}", "noatime"}
+    """The kernel checks modes itself (default_permissions) only for a mount
+    other users reach; the owner's own are checked by the handlers, which
+    saves a round trip per change in a directory (see permissions.py)."""
+    options = {f"fsname={FS_NAME}", f"subtype={FS_NAME}", "noatime"}
     if allow_other:
-        options.add("allow_other")
+        options |= {"allow_other", "default_permissions"}
     return options
 
 
@@ -70,7 +72,13 @@ def serve(
     # One onnxruntime thread per run: a query runs on its own (normal
     # priority) thread, the background workers on theirs, at idle priority.
     search = open_search(vault, threads=1, workers=EMBED_WORKERS)
-    ops = VaultOperations(vault, search=search, mountpoint=str(mountpoint), xattrs=xattrs)
+    ops = VaultOperations(
+        vault,
+        search=search,
+        mountpoint=str(mountpoint),
+        xattrs=xattrs,
+        check_access=not allow_other,
+    )
     record = MountRecord(str(vault.path), str(mountpoint), os.getpid(), time.time())
     syncing = SyncServices(vault, on_applied=ops.forget_paths)
     daemon = _Daemon(vault, search, syncing, record)

@@ -50,6 +50,16 @@ from ..vault.records import DIRECTORY, FILE, SYMLINK, Meta
 from .errors import as_fuse_error
 from .handles import OpenFile, OpenFiles, RecentBodies
 from .inodes import ROOT, InodeTable
+from .permissions import (
+    ROOT_UID,
+    R,
+    W,
+    X,
+    require,
+    require_chown,
+    require_owner,
+    require_search,
+)
 from .searchtree import ResultCache
 
 T = TypeVar("T")
@@ -91,6 +101,13 @@ def request(handler: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]
     return wrapper
 
 
+def _wanted(flags: int) -> int:
+    """The access an open() asks for: r, w or both; w to truncate too."""
+    mode = flags & os.O_ACCMODE
+    want = R if mode == os.O_RDONLY else W if mode == os.O_WRONLY else R | W
+    return want | W if flags & os.O_TRUNC else want
+
+
 class VaultOperations(pyfuse3.Operations):
     supports_dot_lookup = False
     enable_writeback_cache = False
@@ -103,10 +120,14 @@ class VaultOperations(pyfuse3.Operations):
         search: SearchService | None = None,
         mountpoint: str = "",
         xattrs: bool = False,
+        check_access: bool = False,
     ) -> None:
+        """``check_access``: the kernel leaves access checks to the handlers (a
+        mount without default_permissions, see permissions.py)."""
         super().__init__()
         self.vault = vault
         self.xattrs = xattrs
+        self.check_access = check_access
         self.activity = vault.activity
         self.search = search
         self.mountpoint = mountpoint
@@ -160,6 +181,20 @@ class VaultOperations(pyfuse3.Operations):
         if parent_inode == ROOT and name == SEARCH_NAME and self.search is not None:
             raise ReadOnlyName("search/")
         return self._record(parent_inode), paths.check_name(os.fsdecode(name))
+
+    def _may(self, record_id: bytes | None, ctx, want: int) -> None:
+        """``want`` (R|W|X, or 0) on an entry and x on the directories above it,
+        where the kernel leaves access checks to the mount (EACCES)."""
+        if not self.check_access or ctx.uid == ROOT_UID and not want & X:
+            return
+        require(self._meta(record_id), ctx, want)
+        if ctx.uid != ROOT_UID:  # root searches every directory
+            require_search(self.vault.directories_above(record_id), ctx)
+
+    def _may_change(self, directory: bytes | None, ctx) -> None:
+        """A name added to or taken from a directory: w and x on it (EACCES)."""
+        if self.check_access and ctx.uid != ROOT_UID:
+            self._may(directory, ctx, W | X)
 
     def _attrs(self, meta: Meta, record_id: bytes | None) -> pyfuse3.EntryAttributes:
         attrs = pyfuse3.EntryAttributes()
@@ -244,6 +279,8 @@ class VaultOperations(pyfuse3.Operations):
             if parent_inode == SEARCH_INODE:
                 return await self._run_query(os.fsdecode(name))
         parent, child = self._name(parent_inode, name)
+        if ctx is not None:
+            self._may(parent, ctx, X)
         try:
             record_id, meta = self.vault.lookup(parent, child)
             return self._attrs(meta, record_id)
@@ -311,6 +348,8 @@ class VaultOperations(pyfuse3.Operations):
     @request
     async def setattr(self, inode, attr, fields, fh, ctx):
         record_id = self._record(inode)
+        if self.check_access:
+            self._may_set(record_id, attr, fields, fh, ctx)
         if fields.update_size:
             if attr.st_size > MAX_MEMORY_SIZE:
                 raise TooLarge(f"inode {inode}", attr.st_size, MAX_MEMORY_SIZE)
@@ -335,6 +374,19 @@ class VaultOperations(pyfuse3.Operations):
             return self._attrs(meta, record_id)
         return self._attrs_of(record_id)
 
+    def _may_set(self, record_id: bytes | None, attr, fields, fh, ctx) -> None:
+        """What chmod, chown, utimensat and truncate need (EPERM or EACCES)."""
+        meta = self._meta(record_id)
+        if fields.update_mode:
+            require_owner(meta, ctx)
+        if fields.update_uid or fields.update_gid:
+            uid = attr.st_uid if fields.update_uid else None
+            require_chown(meta, ctx, uid, attr.st_gid if fields.update_gid else None)
+        if (fields.update_atime or fields.update_mtime) and ctx.uid not in (ROOT_UID, meta.uid):
+            require(meta, ctx, W)  # times set to now: write permission is enough
+        if fields.update_size and fh is None:  # truncate(path); ftruncate(fd) was checked at open
+            self._may(record_id, ctx, W)
+
     def _truncate(self, record_id: bytes, size: int) -> None:
         self.vault.resize_record(record_id, size)
         state = self.files.of_record(record_id)
@@ -346,7 +398,16 @@ class VaultOperations(pyfuse3.Operations):
         record_id = self._record(inode)
         if record_id is None:
             raise BadPath("/", "not a symbolic link")
+        self._may(record_id, ctx, 0)
         return os.fsencode(self.vault.readlink_record(record_id))
+
+    @request
+    async def access(self, inode, mode, ctx):
+        """access(2) and chdir: asked only where the kernel leaves checks to the mount."""
+        if inode >= SEARCH_INODE:
+            return not mode & W
+        self._may(self._record(inode), ctx, mode)
+        return True
 
     @request
     async def statfs(self, ctx):
@@ -377,9 +438,11 @@ class VaultOperations(pyfuse3.Operations):
             return fh
         # search/ is reachable by name but not listed: find, grep -r, tar and
         # rsync of the whole mount see memories, not query results.
+        directory = self._record(inode)
+        self._may(directory, ctx, R)
         self._dirs[fh] = [  # a snapshot: offsets survive concurrent changes
             (os.fsencode(name), record_id, self._attrs(meta, record_id))
-            for name, record_id, meta in self.vault.listdir(self._record(inode))
+            for name, record_id, meta in self.vault.listdir(directory)
         ]
         return fh
 
@@ -404,18 +467,28 @@ class VaultOperations(pyfuse3.Operations):
 
     @request
     async def rmdir(self, parent_inode, name, ctx):
-        record_id, _ = self.vault.lookup(*self._name(parent_inode, name))
+        parent, child = self._name(parent_inode, name)
+        self._may_change(parent, ctx)
+        record_id, _ = self.vault.lookup(parent, child)
         self.vault.remove_record(record_id, directory=True)
 
     @request
     async def unlink(self, parent_inode, name, ctx):
         # An open file stays readable and writable until its last close (release).
-        self.vault.unlink_in(*self._name(parent_inode, name), is_open=self._is_open)
+        parent, child = self._name(parent_inode, name)
+        self._may_change(parent, ctx)
+        self.vault.unlink_in(parent, child, is_open=self._is_open)
 
     @request
     async def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):
         old = self._name(parent_inode_old, name_old)
         new = self._name(parent_inode_new, name_new)
+        if self.check_access and ctx.uid != ROOT_UID:
+            self._may_change(old[0], ctx)
+            self._may_change(new[0], ctx)
+            record_id, meta = self.vault.lookup(*old)
+            if meta.is_dir and old[0] != new[0]:  # its ".." changes
+                self._may(record_id, ctx, W)
         self.vault.move(
             *old,
             *new,
@@ -455,6 +528,7 @@ class VaultOperations(pyfuse3.Operations):
     ) -> pyfuse3.EntryAttributes:
         """A new entry, owned by the caller (root may create entries for others)."""
         parent, child = self._name(parent_inode, name)
+        self._may_change(parent, ctx)
         record_id, meta = self.vault.create_in(
             parent, child, kind, mode=mode, uid=ctx.uid, gid=ctx.gid, target=target, opened=opened
         )
@@ -483,6 +557,7 @@ class VaultOperations(pyfuse3.Operations):
         meta = self._meta(record_id)
         if meta.type != FILE:
             raise (IsADirectory if meta.is_dir else IsASymlink)(meta.path)
+        self._may(record_id, ctx, _wanted(flags))
         if flags & os.O_TRUNC:  # libfuse asks for atomic O_TRUNC: truncating is ours
             self._truncate(record_id, 0)
         if flags & os.O_ACCMODE != os.O_WRONLY:
@@ -591,6 +666,7 @@ class VaultOperations(pyfuse3.Operations):
     async def setxattr(self, inode, name, value, ctx):
         key = self._xattr_name(name)
         record_id = self._record(inode)
+        self._may(record_id, ctx, W)
         xattrs = dict(self._meta(record_id).xattrs)
         xattrs[key] = base64.b64encode(value).decode()
         self.vault.set_record_attrs(record_id, xattrs=xattrs)
@@ -600,7 +676,9 @@ class VaultOperations(pyfuse3.Operations):
         key = self._xattr_name(name)
         if inode >= SEARCH_INODE:
             raise NoSuchAttribute("search/", key)
-        value = self._meta(self._record(inode)).xattrs.get(key)
+        record_id = self._record(inode)
+        self._may(record_id, ctx, R)
+        value = self._meta(record_id).xattrs.get(key)
         if value is None:
             raise NoSuchAttribute(f"inode {inode}", key)
         return base64.b64decode(value)
@@ -611,12 +689,15 @@ class VaultOperations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.ENOSYS)
         if inode >= SEARCH_INODE:
             return []
-        return [os.fsencode(k) for k in self._meta(self._record(inode)).xattrs]
+        record_id = self._record(inode)
+        self._may(record_id, ctx, R)
+        return [os.fsencode(k) for k in self._meta(record_id).xattrs]
 
     @request
     async def removexattr(self, inode, name, ctx):
         key = self._xattr_name(name)
         record_id = self._record(inode)
+        self._may(record_id, ctx, W)
         xattrs = dict(self._meta(record_id).xattrs)
         if xattrs.pop(key, None) is None:
             raise NoSuchAttribute(f"inode {inode}", key)

@@ -1,6 +1,7 @@
 """The simplest filesystem on memvault's stack, as a benchmark peer: pyfuse3 +
 trio, everything in memory, no crypto, the same kernel cache settings as
-memvault (60 s entry and attribute timeouts, keep_cache, readdirplus). What
+memvault (60 s entry and attribute timeouts, keep_cache, readdirplus, no
+default_permissions: the owner's mount checks modes itself). What
 it costs is the floor the binding sets; what memvault costs above it is ours.
 
 With --sealed it also does the least that memvault's guarantees need:
@@ -390,7 +391,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.guarded and not args.sealed:
         parser.error("--guarded needs --sealed JOURNAL")
-    options = set(pyfuse3.default_options) | {"fsname=memfs", "noatime"}
+    options = {"fsname=memfs", "noatime"}  # as memvault's own mount: no default_permissions
     kind = GuardedJournal if args.guarded else Journal
     journal = kind(args.sealed) if args.sealed else None
     pyfuse3.init(MemFS(args.no_flush, journal), args.mountpoint, options)

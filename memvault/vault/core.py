@@ -663,6 +663,19 @@ class Vault:
             entry = self._tree.by_id.get(record_id)
             return entry.meta if entry is not None else None
 
+    def directories_above(self, record_id: bytes | None) -> list[Meta]:
+        """The metadata of the directories a path walk to a record passes through,
+        the root first (none for the root, or a file unlinked while open)."""
+        if record_id is None:
+            return []
+        root = self.root_meta()
+        with self._lock:
+            entry = self._tree.by_id.get(record_id)
+            if entry is None or entry.meta.orphan:
+                return []
+            by_path = self._tree.by_path
+            return [root, *(by_path[p].meta for p in paths.ancestors(entry.meta.path))]
+
     def lookup(self, parent: bytes | None, name: str) -> tuple[bytes, Meta]:
         """(record id, metadata) of ``name`` in the directory ``parent`` (None: the root)."""
         with self._lock:

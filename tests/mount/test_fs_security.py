@@ -65,6 +65,33 @@ def test_allow_other_is_an_explicit_opt_in(open_base):
         assert as_nobody("cat", str(m.root / "private.md")).returncode != 0
 
 
+def _super_options(mountpoint: Path) -> set[str]:
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            if fields[4] == str(mountpoint):
+                return set(fields[fields.index("-") + 3].split(","))
+    raise AssertionError(f"{mountpoint} is not mounted")
+
+
+def test_the_kernel_checks_modes_only_on_a_shared_mount(open_base):
+    """The owner's mount checks its modes in the handlers (fs/permissions.py):
+    a change in a directory then costs no GETATTR of it first."""
+    with mounted(open_base) as m:
+        assert "default_permissions" not in _super_options(m.root)
+        script = m.root / "run.sh"
+        script.write_text("#!/bin/sh\necho ran\n")
+        script.chmod(0o644)
+        assert not os.access(script, os.X_OK)  # root too: exec needs an x bit
+        assert os.access(script, os.R_OK | os.W_OK)
+        script.chmod(0o744)
+        assert os.access(script, os.X_OK)
+        assert subprocess.run([str(script)], capture_output=True).stdout == b"ran\n"
+        m.lock()
+        assert m.unlock("--allow-other").returncode == 0
+        assert {"default_permissions", "allow_other"} <= _super_options(m.root)
+
+
 def test_rm_shreds_and_lock_leaves_no_byte(tmp_path):
     body = b"sk-live-" + secrets.token_hex(32).encode() + b"\n" + b"x" * 3000
     with mounted(tmp_path) as m:
