@@ -13,8 +13,10 @@ same-run ratios hold where absolute times move.
 
 Before every timed phase the run waits until no daemon is busy in the
 background (memvault embeds what was written at idle priority once it is
-quiet): otherwise that work, on the same 2 cores, would slow whichever
-target is measured next, the peers included. So each phase is timed on a
+quiet), or about to be (memvault's status still lists files to index or
+shreds to compact: an idle CPU during its quiet wait does not mean done):
+otherwise that work, on the same 2 cores, would slow whichever target is
+measured next, the peers included. So each phase is timed on a
 quiet machine, and memvault's background work shows in its CPU column
 (the round total), not in anyone's times.
 
@@ -80,6 +82,9 @@ class Target:
     name: str
     root: Path
     pid: int | None  # the daemon, for its CPU time (None: the kernel's own ext4)
+    pending: Callable[[], bool] = lambda: False
+    """Background work the daemon has yet to start (memvault: embedding waits for
+    its files to be quiet, so an idle CPU does not mean it is done)."""
 
     def cpu(self) -> float:
         if self.pid is None:
@@ -209,8 +214,16 @@ def memvault_mount(work: Path, audit: bool = True) -> Iterator[Target]:
     subprocess.run([*cli, "unlock", str(mnt)], env=env, check=True, capture_output=True)
     done = subprocess.run([*cli, "status", "--json"], env=env, check=True, capture_output=True)
     pid = json.loads(done.stdout)["daemon_pid"]
+
+    def pending() -> bool:
+        done = subprocess.run([*cli, "status", "--json"], env=env, capture_output=True)
+        if done.returncode != 0:
+            return False
+        state = json.loads(done.stdout).get("daemon") or {}
+        return state.get("search_index") != "ready" or bool(state.get("pending_shreds"))
+
     try:
-        yield Target("memvault" if audit else "memvault, audit off", mnt, pid)
+        yield Target("memvault" if audit else "memvault, audit off", mnt, pid, pending)
     finally:
         subprocess.run([*cli, "lock", str(mnt)], env=env, capture_output=True)
 
@@ -272,15 +285,18 @@ SETTLE_MAX_S = 300.0
 
 
 def settle(targets: list[Target]) -> None:
-    """Wait until no daemon is working in the background (memvault's embedding):
-    a phase is never timed while another target's leftover work takes the cores.
+    """Wait until no daemon is working in the background (memvault's embedding),
+    or about to: a phase is never timed while another target's leftover work
+    takes the cores.
     """
     deadline = time.monotonic() + SETTLE_MAX_S
     while time.monotonic() < deadline:
         before = [t.cpu() for t in targets]
         time.sleep(SETTLE_WINDOW_S)
         busy = [t.cpu() - b for t, b in zip(targets, before, strict=True)]
-        if max(busy) <= 0.02 * SETTLE_WINDOW_S + 1 / TICKS:
+        if max(busy) <= 0.02 * SETTLE_WINDOW_S + 1 / TICKS and not any(
+            t.pending() for t in targets
+        ):
             return
     print("warning: a daemon was still busy after 300 s; measuring anyway", file=sys.stderr)
 
