@@ -53,12 +53,15 @@ from .inodes import ROOT, InodeTable
 from .permissions import (
     ROOT_UID,
     R,
+    Requester,
     W,
     X,
     require,
     require_chown,
     require_owner,
     require_search,
+    require_times,
+    root_permitted,
 )
 from .searchtree import ResultCache
 
@@ -101,8 +104,14 @@ def request(handler: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]
     return wrapper
 
 
+FMODE_EXEC = 0x20
+"""The kernel's flag on the open of a program for execve (which asks for x only)."""
+
+
 def _wanted(flags: int) -> int:
-    """The access an open() asks for: r, w or both; w to truncate too."""
+    """The access an open() asks for: r, w or both, w to truncate too; x to execute."""
+    if flags & FMODE_EXEC:
+        return X
     mode = flags & os.O_ACCMODE
     want = R if mode == os.O_RDONLY else W if mode == os.O_WRONLY else R | W
     return want | W if flags & os.O_TRUNC else want
@@ -182,19 +191,23 @@ class VaultOperations(pyfuse3.Operations):
             raise ReadOnlyName("search/")
         return self._record(parent_inode), paths.check_name(os.fsdecode(name))
 
+    def _asker(self, ctx) -> Requester | None:
+        """Who asks, where the handlers check access: None where the kernel does
+        (default_permissions), and for root, who passes (see permissions.py)."""
+        if not self.check_access or ctx.uid == ROOT_UID:
+            return None
+        return Requester(ctx)
+
     def _may(self, record_id: bytes | None, ctx, want: int) -> None:
-        """``want`` (R|W|X, or 0) on an entry and x on the directories above it,
-        where the kernel leaves access checks to the mount (EACCES)."""
-        if not self.check_access or ctx.uid == ROOT_UID and not want & X:
-            return
-        require(self._meta(record_id), ctx, want)
-        if ctx.uid != ROOT_UID:  # root searches every directory
-            require_search(self.vault.directories_above(record_id), ctx)
+        """``want`` (R|W|X, or 0) on an entry and x on the directories above it (EACCES)."""
+        who = self._asker(ctx)
+        if who is not None:
+            require(self._meta(record_id), who, want)
+            require_search(self.vault.directories_above(record_id), who)
 
     def _may_change(self, directory: bytes | None, ctx) -> None:
         """A name added to or taken from a directory: w and x on it (EACCES)."""
-        if self.check_access and ctx.uid != ROOT_UID:
-            self._may(directory, ctx, W | X)
+        self._may(directory, ctx, W | X)
 
     def _attrs(self, meta: Meta, record_id: bytes | None) -> pyfuse3.EntryAttributes:
         attrs = pyfuse3.EntryAttributes()
@@ -348,8 +361,8 @@ class VaultOperations(pyfuse3.Operations):
     @request
     async def setattr(self, inode, attr, fields, fh, ctx):
         record_id = self._record(inode)
-        if self.check_access:
-            self._may_set(record_id, attr, fields, fh, ctx)
+        if (who := self._asker(ctx)) is not None:
+            self._may_set(self._meta(record_id), attr, fields, fh, who)
         if fields.update_size:
             if attr.st_size > MAX_MEMORY_SIZE:
                 raise TooLarge(f"inode {inode}", attr.st_size, MAX_MEMORY_SIZE)
@@ -374,18 +387,23 @@ class VaultOperations(pyfuse3.Operations):
             return self._attrs(meta, record_id)
         return self._attrs_of(record_id)
 
-    def _may_set(self, record_id: bytes | None, attr, fields, fh, ctx) -> None:
+    @staticmethod
+    def _may_set(meta: Meta, attr, fields, fh, who: Requester) -> None:
         """What chmod, chown, utimensat and truncate need (EPERM or EACCES)."""
-        meta = self._meta(record_id)
         if fields.update_mode:
-            require_owner(meta, ctx)
+            require_owner(meta, who)
         if fields.update_uid or fields.update_gid:
             uid = attr.st_uid if fields.update_uid else None
-            require_chown(meta, ctx, uid, attr.st_gid if fields.update_gid else None)
-        if (fields.update_atime or fields.update_mtime) and ctx.uid not in (ROOT_UID, meta.uid):
-            require(meta, ctx, W)  # times set to now: write permission is enough
+            require_chown(meta, who, uid, attr.st_gid if fields.update_gid else None)
+        times = []
+        if fields.update_atime:
+            times.append(attr.st_atime_ns)
+        if fields.update_mtime:
+            times.append(attr.st_mtime_ns)
+        if times:
+            require_times(meta, who, times)
         if fields.update_size and fh is None:  # truncate(path); ftruncate(fd) was checked at open
-            self._may(record_id, ctx, W)
+            require(meta, who, W)
 
     def _truncate(self, record_id: bytes, size: int) -> None:
         self.vault.resize_record(record_id, size)
@@ -404,9 +422,12 @@ class VaultOperations(pyfuse3.Operations):
     @request
     async def access(self, inode, mode, ctx):
         """access(2) and chdir: asked only where the kernel leaves checks to the mount."""
-        if inode >= SEARCH_INODE:
-            return not mode & W
-        self._may(self._record(inode), ctx, mode)
+        if inode >= SEARCH_INODE:  # search/ may be searched; its results only read
+            return not mode & (W if inode == SEARCH_INODE else W | X)
+        record_id = self._record(inode)
+        if ctx.uid == ROOT_UID:
+            return root_permitted(self._meta(record_id), mode)
+        self._may(record_id, ctx, mode)
         return True
 
     @request
@@ -483,12 +504,8 @@ class VaultOperations(pyfuse3.Operations):
     async def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):
         old = self._name(parent_inode_old, name_old)
         new = self._name(parent_inode_new, name_new)
-        if self.check_access and ctx.uid != ROOT_UID:
-            self._may_change(old[0], ctx)
-            self._may_change(new[0], ctx)
-            record_id, meta = self.vault.lookup(*old)
-            if meta.is_dir and old[0] != new[0]:  # its ".." changes
-                self._may(record_id, ctx, W)
+        if self._asker(ctx) is not None:
+            self._may_move(old, new, flags, ctx)
         self.vault.move(
             *old,
             *new,
@@ -496,6 +513,17 @@ class VaultOperations(pyfuse3.Operations):
             exchange=bool(flags & pyfuse3.RENAME_EXCHANGE),
             is_open=self._is_open,
         )
+
+    def _may_move(self, old: tuple, new: tuple, flags: int, ctx) -> None:
+        """w and x on both directories, and w on a directory moved to another
+        one (its ".." changes): the source, and with RENAME_EXCHANGE the target."""
+        self._may_change(old[0], ctx)
+        self._may_change(new[0], ctx)
+        if old[0] != new[0]:
+            for parent, name in (old, new) if flags & pyfuse3.RENAME_EXCHANGE else (old,):
+                record_id, meta = self.vault.lookup(parent, name)
+                if meta.is_dir:
+                    self._may(record_id, ctx, W)
 
     def _is_open(self, record_id: bytes) -> bool:
         return self.files.of_record(record_id) is not None
@@ -690,7 +718,7 @@ class VaultOperations(pyfuse3.Operations):
         if inode >= SEARCH_INODE:
             return []
         record_id = self._record(inode)
-        self._may(record_id, ctx, R)
+        self._may(record_id, ctx, 0)  # listing names needs no permission on the file
         return [os.fsencode(k) for k in self._meta(record_id).xattrs]
 
     @request

@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import time
 from types import SimpleNamespace
 
 import pyfuse3
@@ -14,7 +15,7 @@ import pytest
 import trio
 
 from memvault.fs.inodes import ROOT
-from memvault.fs.operations import VaultOperations
+from memvault.fs.operations import FMODE_EXEC, VaultOperations
 
 ROOT_CTX = pyfuse3.RequestContext()  # uid and gid 0
 UID, GID = 4242, 4343
@@ -68,9 +69,9 @@ def create(ops, parent: int, name: bytes, data: bytes = b"", mode: int = 0o644) 
     return run(go)
 
 
-def opens(ops, inode: int, flags: int) -> bool:
+def opens(ops, inode: int, flags: int, ctx=USER) -> bool:
     async def go():
-        info = await ops.open(inode, flags, USER)
+        info = await ops.open(inode, flags, ctx)
         await ops.release(info.fh)
 
     try:
@@ -105,6 +106,16 @@ def test_the_owner_gets_what_the_file_modes_say(ops, vault):
         assert errno_of(ops.access, inode, mode, USER) == errno.EACCES
     chmod(ops, inode, 0o750)
     assert run(ops.access, inode, os.R_OK | os.W_OK | os.X_OK, USER)
+
+
+def test_an_exec_asks_for_x_alone(ops):
+    """execve opens with FMODE_EXEC: x is what counts, r is not needed."""
+    program = create(ops, ROOT, b"tool", b"#!/bin/sh\n")
+    chmod(ops, program, 0o100)
+    assert opens(ops, program, os.O_RDONLY | FMODE_EXEC)
+    assert not opens(ops, program, os.O_RDONLY)
+    chmod(ops, program, 0o655)  # x for the others, not for the owner
+    assert not opens(ops, program, os.O_RDONLY | FMODE_EXEC)
 
 
 def test_a_directory_needs_w_and_x_to_change_and_r_to_list(ops, vault):
@@ -151,6 +162,12 @@ def test_moving_a_directory_elsewhere_needs_w_on_it(ops, vault):
     chmod(ops, moved, 0o700)
     run(ops.rename, a, b"renamed", b, b"moved", 0, USER)
     assert vault.exists("b/moved")
+    other = mkdir(ops, a, b"other", mode=0o500)  # exchanged with b/moved: its ".." changes
+    exchange = (b, b"moved", a, b"other", pyfuse3.RENAME_EXCHANGE, USER)
+    assert errno_of(ops.rename, *exchange) == errno.EACCES
+    chmod(ops, other, 0o700)
+    run(ops.rename, *exchange)
+    assert run(ops.lookup, b, b"moved", USER).st_ino == other
 
 
 def test_chmod_chown_and_times_follow_posix(ops, vault):
@@ -166,11 +183,17 @@ def test_chmod_chown_and_times_follow_posix(ops, vault):
     other_group = (attrs(gid=7), fields(gid=True), None, USER)
     assert errno_of(ops.setattr, mine, *other_group) == errno.EPERM
     run(ops.setattr, mine, attrs(gid=GID, uid=UID), fields(uid=True, gid=True), None, USER)
-    times = (attrs(mtime_ns=10**18, atime_ns=10**18), fields(mtime=True, atime=True), None, USER)
-    run(ops.setattr, theirs, *times)  # not theirs to own, but o+w: allowed
+    unchanged = (attrs(uid=7, gid=7), fields(uid=True, gid=True), None, USER)
+    assert errno_of(ops.setattr, theirs, *unchanged) == errno.EPERM  # not theirs to chown
+    both = fields(mtime=True, atime=True)
+    then = (attrs(mtime_ns=10**18, atime_ns=10**18), both, None, USER)
+    now = time.time_ns()
+    touch = (attrs(mtime_ns=now, atime_ns=now), both, None, USER)  # UTIME_NOW, as pyfuse3 passes it
+    assert errno_of(ops.setattr, theirs, *then) == errno.EPERM  # o+w, yet not the owner
+    run(ops.setattr, theirs, *touch)  # o+w: may set now
     chmod(ops, theirs, 0o644, ROOT_CTX)
-    assert errno_of(ops.setattr, theirs, *times) == errno.EACCES
-    assert run(ops.setattr, mine, *times).st_mtime_ns == 10**18
+    assert errno_of(ops.setattr, theirs, *touch) == errno.EACCES
+    assert run(ops.setattr, mine, *then).st_mtime_ns == 10**18
     run(ops.setattr, mine, attrs(uid=7), fields(uid=True), None, ROOT_CTX)  # root may
 
 
@@ -182,9 +205,21 @@ def test_root_passes_every_check_but_exec_without_an_x_bit(ops, vault):
     info = run(ops.open, inode, os.O_RDWR, ROOT_CTX)
     run(ops.release, info.fh)
     assert run(ops.access, inode, os.R_OK | os.W_OK, ROOT_CTX)
-    assert errno_of(ops.access, inode, os.X_OK, ROOT_CTX) == errno.EACCES
+    assert not run(ops.access, inode, os.X_OK, ROOT_CTX)  # pyfuse3 answers EACCES
     chmod(ops, inode, 0o010)
     assert run(ops.access, inode, os.X_OK, ROOT_CTX)
+
+
+def test_extended_attributes_need_r_to_read_and_w_to_write_but_not_to_list(vault):
+    ops = VaultOperations(vault, xattrs=True, check_access=True)
+    run(ops.setattr, ROOT, attrs(uid=UID, gid=GID), fields(uid=True, gid=True), None, ROOT_CTX)
+    inode = create(ops, ROOT, b"a.md", b"x")
+    run(ops.setxattr, inode, b"user.topic", b"v", USER)
+    chmod(ops, inode, 0o000)
+    assert run(ops.listxattr, inode, USER) == [b"user.topic"]
+    assert errno_of(ops.getxattr, inode, b"user.topic", USER) == errno.EACCES
+    assert errno_of(ops.setxattr, inode, b"user.topic", b"w", USER) == errno.EACCES
+    assert errno_of(ops.removexattr, inode, b"user.topic", USER) == errno.EACCES
 
 
 def test_with_default_permissions_the_handlers_leave_checks_to_the_kernel(vault):
