@@ -57,10 +57,8 @@ from .permissions import (
     W,
     X,
     require,
-    require_chown,
-    require_owner,
     require_search,
-    require_times,
+    require_setattr,
     root_permitted,
 )
 from .searchtree import ResultCache
@@ -362,7 +360,7 @@ class VaultOperations(pyfuse3.Operations):
     async def setattr(self, inode, attr, fields, fh, ctx):
         record_id = self._record(inode)
         if (who := self._asker(ctx)) is not None:
-            self._may_set(self._meta(record_id), attr, fields, fh, who)
+            require_setattr(self._meta(record_id), who, attr, fields, by_path=fh is None)
         if fields.update_size:
             if attr.st_size > MAX_MEMORY_SIZE:
                 raise TooLarge(f"inode {inode}", attr.st_size, MAX_MEMORY_SIZE)
@@ -386,24 +384,6 @@ class VaultOperations(pyfuse3.Operations):
             meta = self.vault.set_record_attrs(record_id, **changes)
             return self._attrs(meta, record_id)
         return self._attrs_of(record_id)
-
-    @staticmethod
-    def _may_set(meta: Meta, attr, fields, fh, who: Requester) -> None:
-        """What chmod, chown, utimensat and truncate need (EPERM or EACCES)."""
-        if fields.update_mode:
-            require_owner(meta, who)
-        if fields.update_uid or fields.update_gid:
-            uid = attr.st_uid if fields.update_uid else None
-            require_chown(meta, who, uid, attr.st_gid if fields.update_gid else None)
-        times = []
-        if fields.update_atime:
-            times.append(attr.st_atime_ns)
-        if fields.update_mtime:
-            times.append(attr.st_mtime_ns)
-        if times:
-            require_times(meta, who, times)
-        if fields.update_size and fh is None:  # truncate(path); ftruncate(fd) was checked at open
-            require(meta, who, W)
 
     def _truncate(self, record_id: bytes, size: int) -> None:
         self.vault.resize_record(record_id, size)

@@ -120,3 +120,22 @@ def require_times(meta: Meta, who: Requester, times_ns: Iterable[int]) -> None:
     if any(abs(t - now) > NOW_SLACK_NS for t in times_ns):
         raise pyfuse3.FUSEError(errno.EPERM)
     require(meta, who, W)
+
+
+def require_setattr(meta: Meta, who: Requester, attr, fields, *, by_path: bool) -> None:
+    """What chmod, chown, utimensat and truncate need (EPERM or EACCES); an
+    ftruncate (not ``by_path``) was checked when its file was opened."""
+    if fields.update_mode:
+        require_owner(meta, who)
+    if fields.update_uid or fields.update_gid:
+        uid = attr.st_uid if fields.update_uid else None
+        require_chown(meta, who, uid, attr.st_gid if fields.update_gid else None)
+    times = []
+    if fields.update_atime:
+        times.append(attr.st_atime_ns)
+    if fields.update_mtime:
+        times.append(attr.st_mtime_ns)
+    if times:
+        require_times(meta, who, times)
+    if fields.update_size and by_path:
+        require(meta, who, W)
