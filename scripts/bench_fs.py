@@ -31,7 +31,16 @@ with FLUSH answered ENOSYS), which is all that a file system on this stack
 may spend on its own work to match gocryptfs, beside what memvault and the
 two floors spend beyond it.
 
+Where the scheduler puts the daemons decides much of it (--placement): a
+request and its reply each wake the other side, and waking a thread on an
+idle core of a virtual machine costs more than a short handler. With every
+daemon on the benchmark's own core (same), each phase costs what the
+daemons' code costs; on the other core (split), what the wakeups cost; left
+to the scheduler (free, the default), each daemon lands on one or the other
+and may move between rounds, so its figures jump between the two.
+
 Usage: scripts/bench fs [--rounds 3] [--files 2000] [--big-mb 100] [--dir DIR]
+                        [--placement free|same|split]
 """
 
 from __future__ import annotations
@@ -301,6 +310,27 @@ def settle(targets: list[Target]) -> None:
     print("warning: a daemon was still busy after 300 s; measuring anyway", file=sys.stderr)
 
 
+PLACEMENTS = ("free", "same", "split")
+
+
+def place(targets: list[Target], placement: str) -> None:
+    """Pin the daemons (every thread) and this process (with the commands it
+    runs) to CPUs: ``same`` all on CPU 0, ``split`` this process on CPU 0 and
+    the daemons on CPU 1; ``free`` leaves them to the scheduler."""
+    if placement == "free":
+        return
+    if placement == "split" and (os.cpu_count() or 1) < 2:
+        raise SystemExit("--placement split needs two CPUs.")
+    os.sched_setaffinity(0, {0})
+    daemon_cpus = {0} if placement == "same" else {1}
+    for t in targets:
+        if t.pid is None:
+            continue
+        for tid in os.listdir(f"/proc/{t.pid}/task"):  # threads started later inherit it
+            with contextlib.suppress(ProcessLookupError):
+                os.sched_setaffinity(int(tid), daemon_cpus)
+
+
 def measure(targets: list[Target], workload: Workload, rounds: int):
     times: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     cpu: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -330,14 +360,16 @@ def measure(targets: list[Target], workload: Workload, rounds: int):
     return phases, times, cpu
 
 
-def report(targets: list[Target], phases: list[str], times, cpu, rounds: int, files: int) -> None:
+def report(
+    targets: list[Target], phases: list[str], times, cpu, rounds: int, files: int, placement: str
+) -> None:
     names = [t.name for t in targets]
     med = {n: {p: statistics.median(v) for p, v in times[n].items()} for n in names}
     cmed = {n: {p: statistics.median(v) for p, v in cpu[n].items()} for n in names}
     peer = "gocryptfs" if "gocryptfs" in names else names[0]
     print(
         f"# memvault filesystem benchmark ({time.strftime('%Y-%m-%d')}, "
-        f"{rounds} interleaved rounds, medians)\n"
+        f"{rounds} interleaved rounds, medians, placement {placement})\n"
     )
     print("Times in ms; x = ratio to " + peer + "; CPU = the daemon's CPU seconds in the phase.\n")
     header = ["phase", *names, "memvault CPU s", f"{peer} CPU s"]
@@ -411,6 +443,13 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=2000)
     parser.add_argument("--big-mb", type=int, default=100)
     parser.add_argument("--dir", help="where to work (default: a temp dir on the disk of /var/tmp)")
+    parser.add_argument(
+        "--placement",
+        choices=PLACEMENTS,
+        default="free",
+        help="the daemons' CPUs: on this process's (same), on another (split), "
+        "or the scheduler's choice (free, the default); see the module's docstring",
+    )
     args = parser.parse_args()
     workload = Workload(args.files, args.big_mb)
     with tempfile.TemporaryDirectory(dir=args.dir or "/var/tmp") as tmp:
@@ -427,8 +466,9 @@ def main() -> None:
             targets.append(stack.enter_context(memfs_mount(work, no_flush=True)))
             targets.append(stack.enter_context(memfs_mount(work, no_flush=True, sealed=True)))
             targets.append(stack.enter_context(memfs_mount(work, no_flush=True, guarded=True)))
+            place(targets, args.placement)
             phases, times, cpu = measure(targets, workload, args.rounds)
-    report(targets, phases, times, cpu, args.rounds, args.files)
+    report(targets, phases, times, cpu, args.rounds, args.files, args.placement)
 
 
 if __name__ == "__main__":
