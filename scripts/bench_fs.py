@@ -37,7 +37,9 @@ idle core of a virtual machine costs more than a short handler. With every
 daemon on the benchmark's own core (same), each phase costs what the
 daemons' code costs; on the other core (split), what the wakeups cost; left
 to the scheduler (free, the default), each daemon lands on one or the other
-and may move between rounds, so its figures jump between the two.
+and may move between rounds, so its figures jump between the two. A free
+run ends with the cached open+read+close measured both ways, to show how
+far apart they are.
 
 Usage: scripts/bench fs [--rounds 3] [--files 2000] [--big-mb 100] [--dir DIR]
                         [--placement free|same|split]
@@ -316,19 +318,36 @@ PLACEMENTS = ("free", "same", "split")
 def place(targets: list[Target], placement: str) -> None:
     """Pin the daemons (every thread) and this process (with the commands it
     runs) to CPUs: ``same`` all on CPU 0, ``split`` this process on CPU 0 and
-    the daemons on CPU 1; ``free`` leaves them to the scheduler."""
-    if placement == "free":
-        return
+    the daemons on CPU 1; ``free`` lets them run on any CPU again."""
     if placement == "split" and (os.cpu_count() or 1) < 2:
         raise SystemExit("--placement split needs two CPUs.")
-    os.sched_setaffinity(0, {0})
-    daemon_cpus = {0} if placement == "same" else {1}
+    every = set(range(os.cpu_count() or 1))
+    mine = {"free": every, "same": {0}, "split": {0}}[placement]
+    daemons = {"free": every, "same": {0}, "split": {1}}[placement]
+    os.sched_setaffinity(0, mine)
     for t in targets:
         if t.pid is None:
             continue
         for tid in os.listdir(f"/proc/{t.pid}/task"):  # threads started later inherit it
             with contextlib.suppress(ProcessLookupError):
-                os.sched_setaffinity(int(tid), daemon_cpus)
+                os.sched_setaffinity(int(tid), daemons)
+
+
+def latency_by_placement(targets: list[Target]) -> dict[str, dict[str, float]]:
+    """The cached open+read+close of each target with the daemons on this
+    process's CPU and on the other one, then free again: how much of a free
+    run's figures is where the scheduler happened to put each daemon."""
+    found: dict[str, dict[str, float]] = {}
+    try:
+        for placement in ("same", "split"):
+            place(targets, placement)
+            found[placement] = {}
+            for t in targets:
+                settle(targets)  # nobody's background work in the way (see measure)
+                found[placement][t.name] = open_read_close(t.root)
+    finally:
+        place(targets, "free")
+    return found
 
 
 def measure(targets: list[Target], workload: Workload, rounds: int):
@@ -360,6 +379,13 @@ def measure(targets: list[Target], workload: Workload, rounds: int):
     return phases, times, cpu
 
 
+def ratio_cell(name: str, value: float, against: float, peer: str) -> str:
+    """A figure, with its ratio to the peer's unless it is the peer's or ext4's."""
+    if name in (peer, "ext4"):
+        return f"{value:,.0f}"
+    return f"{value:,.0f} ({value / against:.2f}x)"
+
+
 def report(
     targets: list[Target], phases: list[str], times, cpu, rounds: int, files: int, placement: str
 ) -> None:
@@ -377,9 +403,7 @@ def report(
     print("|" + "---|" * len(header))
 
     def cell(name: str, value: float, against: float) -> str:
-        if name in (peer, "ext4"):
-            return f"{value:,.0f}"
-        return f"{value:,.0f} ({value / against:.2f}x)"
+        return ratio_cell(name, value, against, peer)
 
     sums = {n: 0.0 for n in names}
     for phase_key in phases:
@@ -404,6 +428,20 @@ def report(
         )
     if peer == "gocryptfs" and {BINDING, SEALED_FLOOR, GUARDED_FLOOR} <= set(names):
         budget(med, sums, files)
+
+
+def report_placements(targets: list[Target], pinned: dict[str, dict[str, float]]) -> None:
+    names = [t.name for t in targets]
+    peer = "gocryptfs" if "gocryptfs" in names else names[0]
+    print(
+        "\nThe cached open+read+close (median µs) with every daemon on this process's CPU "
+        "(same) and on the other one (split), after the rounds above:\n"
+    )
+    print("| placement | " + " | ".join(names) + " |")
+    print("|---" * (len(names) + 1) + "|")
+    for placement, by_name in pinned.items():
+        cells = [ratio_cell(n, by_name[n], by_name[peer], peer) for n in names]
+        print(f"| {placement} | " + " | ".join(cells) + " |")
 
 
 def budget(med: dict, sums: dict, files: int) -> None:
@@ -468,7 +506,12 @@ def main() -> None:
             targets.append(stack.enter_context(memfs_mount(work, no_flush=True, guarded=True)))
             place(targets, args.placement)
             phases, times, cpu = measure(targets, workload, args.rounds)
+            pinned = {}
+            if args.placement == "free" and (os.cpu_count() or 1) >= 2:
+                pinned = latency_by_placement(targets)
     report(targets, phases, times, cpu, args.rounds, args.files, args.placement)
+    if pinned:
+        report_placements(targets, pinned)
 
 
 if __name__ == "__main__":
