@@ -504,9 +504,10 @@ def main() -> None:
             targets.append(stack.enter_context(memfs_mount(work, no_flush=True)))
             targets.append(stack.enter_context(memfs_mount(work, no_flush=True, sealed=True)))
             targets.append(stack.enter_context(memfs_mount(work, no_flush=True, guarded=True)))
-            place(targets, args.placement)
-            phases, times, cpu = measure(targets, workload, args.rounds)
             pinned = {}
+            if args.placement != "free":
+                place(targets, args.placement)
+            phases, times, cpu = measure(targets, workload, args.rounds)
             if args.placement == "free" and (os.cpu_count() or 1) >= 2:
                 pinned = latency_by_placement(targets)
     report(targets, phases, times, cpu, args.rounds, args.files, args.placement)
