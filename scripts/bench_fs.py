@@ -402,22 +402,20 @@ def report(
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
 
-    def cell(name: str, value: float, against: float) -> str:
-        return ratio_cell(name, value, against, peer)
-
     sums = {n: 0.0 for n in names}
     for phase_key in phases:
         row = [phase_key]
         for n in names:
             value = med[n][phase_key] * 1e3
             sums[n] += value
-            row.append(cell(n, value, med[peer][phase_key] * 1e3))
+            row.append(ratio_cell(n, value, med[peer][phase_key] * 1e3, peer))
         row += [f"{cmed['memvault'][phase_key]:.2f}", f"{cmed[peer][phase_key]:.2f}"]
         print("| " + " | ".join(row) + " |")
-    row = ["**sum**"] + [cell(n, sums[n], sums[peer]) for n in names]
+    row = ["**sum**"] + [ratio_cell(n, sums[n], sums[peer], peer) for n in names]
     row += [f"{cmed['memvault']['round']:.1f} (round)", f"{cmed[peer]['round']:.1f} (round)"]
     print("| " + " | ".join(row) + " |")
-    row = [LATENCY] + [cell(n, med[n][LATENCY], med[peer][LATENCY]) for n in names] + ["", ""]
+    latencies = [ratio_cell(n, med[n][LATENCY], med[peer][LATENCY], peer) for n in names]
+    row = [LATENCY, *latencies, "", ""]
     print("| " + " | ".join(row) + " |")
     if "memvault, audit off" in names:
         off = "memvault, audit off"
