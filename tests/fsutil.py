@@ -51,8 +51,17 @@ class Mount:
         return self.cli("lock", str(self.root))
 
     def is_mounted(self) -> bool:
-        with open("/proc/self/mountinfo") as f:
-            return any(line.split()[4] == str(self.root) for line in f)
+        return mountinfo(self.root) is not None
+
+
+def mountinfo(mountpoint: Path) -> list[str] | None:
+    """The fields of the mountpoint's line in /proc/self/mountinfo (None: not mounted)."""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            if fields[4] == str(mountpoint):
+                return fields
+    return None
 
 
 def make_env(base: Path) -> dict[str, str]:

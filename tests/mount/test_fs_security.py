@@ -16,7 +16,7 @@ import pytest
 from memvault.vault import Vault
 
 from ..conftest import PASSPHRASE, encodings
-from ..fsutil import mounted
+from ..fsutil import mounted, mountinfo
 
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
@@ -66,12 +66,9 @@ def test_allow_other_is_an_explicit_opt_in(open_base):
 
 
 def _super_options(mountpoint: Path) -> set[str]:
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            fields = line.split()
-            if fields[4] == str(mountpoint):
-                return set(fields[fields.index("-") + 3].split(","))
-    raise AssertionError(f"{mountpoint} is not mounted")
+    fields = mountinfo(mountpoint)
+    assert fields is not None, f"{mountpoint} is not mounted"
+    return set(fields[fields.index("-") + 3].split(","))
 
 
 def test_the_kernel_checks_modes_only_on_a_shared_mount(open_base):
