@@ -379,6 +379,11 @@ def measure(targets: list[Target], workload: Workload, rounds: int):
     return phases, times, cpu
 
 
+def peer_of(names: list[str]) -> str:
+    """The target the others are compared with: gocryptfs, or the first one."""
+    return "gocryptfs" if "gocryptfs" in names else names[0]
+
+
 def ratio_cell(name: str, value: float, against: float, peer: str) -> str:
     """A figure, with its ratio to the peer's unless it is the peer's or ext4's."""
     if name in (peer, "ext4"):
@@ -392,7 +397,7 @@ def report(
     names = [t.name for t in targets]
     med = {n: {p: statistics.median(v) for p, v in times[n].items()} for n in names}
     cmed = {n: {p: statistics.median(v) for p, v in cpu[n].items()} for n in names}
-    peer = "gocryptfs" if "gocryptfs" in names else names[0]
+    peer = peer_of(names)
     print(
         f"# memvault filesystem benchmark ({time.strftime('%Y-%m-%d')}, "
         f"{rounds} interleaved rounds, medians, placement {placement})\n"
@@ -430,7 +435,7 @@ def report(
 
 def report_placements(targets: list[Target], pinned: dict[str, dict[str, float]]) -> None:
     names = [t.name for t in targets]
-    peer = "gocryptfs" if "gocryptfs" in names else names[0]
+    peer = peer_of(names)
     print(
         "\nThe cached open+read+close (median µs) with every daemon on this process's CPU "
         "(same) and on the other one (split), after the rounds above:\n"
