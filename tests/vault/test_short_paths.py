@@ -210,3 +210,118 @@ def test_short_shreds_a_killed_writer_journaled_are_replayed_and_counted(vault_p
         assert any(e.op == "replay" for e in again.audit_trail())
     with reopen(vault_path, verify_every_record=True) as again:
         assert again.get("n9.md") == b"stored 9"
+
+
+def move_through(vault: Vault, src: str, dst: str, *, short: bool) -> tuple:
+    """Rename ``src`` over ``dst`` by one path or the other; what it stored."""
+    taken = []
+    move_small = vault._writer.move_small
+
+    def watch(*args):
+        result = move_small(*args) if short else None
+        taken.append(result is not None)
+        return result
+
+    vault._writer.move_small = watch
+    try:
+        events = len(vault._writer.audit.pending)
+        vault.rename(src, dst)
+    finally:
+        vault._writer.move_small = move_small
+    assert taken == [short]
+    ops = [(e.op, e.path) for e in vault._writer.audit.pending[events:]]
+    return last_entry(vault), ops, vault._writer.compaction_owed, vault._writer.pending_shreds
+
+
+def test_the_short_move_commits_what_the_general_path_commits(vault_path):
+    with journal_vault(vault_path) as vault:
+        vault.put("first.md", b"drops the snapshot stored at the last lock")
+        vault.mkdir("d")
+        results = {}
+        for short in (True, False):
+            for over in (True, False):
+                src, dst = f"d/.{short}{over}.tmp", f"{short}{over}.md"
+                vault.put(src, b"the new version")
+                if over:
+                    vault.put(dst, b"the old version, shredded")
+                vault._writer.compaction_owed = False
+                vault._writer.pending_shreds = 0
+                before = vault.stat("d").mtime_ns, vault.stat("/").mtime_ns
+                results[short, over] = move_through(vault, src, dst, short=short)
+                assert vault.stat("d").mtime_ns > before[0]  # POSIX: both directories
+                assert vault.stat("/").mtime_ns > before[1]
+                assert vault.get(dst) == b"the new version" and not vault.exists(src)
+        for over in (True, False):
+            entry, ops, *rest = results[True, over]
+            general_entry, general_ops, *general_rest = results[False, over]
+            assert entry == general_entry  # the same operations
+            assert [op for op, _ in ops] == [op for op, _ in general_ops]
+            assert rest == general_rest == [True, int(over)]
+        assert [op for op, _ in results[True, True][1]] == ["rename", "shred"]
+    with reopen(vault_path, verify_every_record=True) as again:  # the integrity sum holds
+        assert again.get("TrueTrue.md") == again.get("FalseFalse.md") == b"the new version"
+        assert sorted(m.path for m in again.walk()) == [
+            "FalseFalse.md",
+            "FalseTrue.md",
+            "TrueFalse.md",
+            "TrueTrue.md",
+            "d",
+            "first.md",
+        ]
+
+
+def test_the_short_move_leaves_other_cases_to_the_general_one(vault_path):
+    with journal_vault(vault_path) as vault:
+        vault.put("a.md", b"a")
+        vault.put("big.bin", b"y" * (CHUNK_SIZE + 1))
+        vault.mkdir("dir")
+        writer, tree = vault._writer, vault._tree
+        now = 1
+        assert writer.move_small(tree.at("dir"), "dir2", None, now) is None  # a directory
+        assert writer.move_small(tree.at("a.md"), "big.bin", tree.at("big.bin"), now) is None
+        assert writer.move_small(tree.at("a.md"), "dir", tree.at("dir"), now) is None
+        staged, _ = vault.create_in(None, "staged.md", FILE, mode=0o644, opened=True)
+        assert writer.move_small(tree.at("a.md"), "b.md", None, now) is None  # a file is staged
+        vault.rename("staged.md", "dir/staged.md")  # general: stores it
+        vault.rename("a.md", "new/deeper/a.md")  # general: creates the directories
+        move_through(vault, "big.bin", "dir/big.bin", short=True)  # a chunked file moves too
+        assert vault.get("dir/big.bin") == b"y" * (CHUNK_SIZE + 1)
+        assert vault.get("new/deeper/a.md") == b"a" and vault.get("dir/staged.md") == b""
+    with reopen(vault_path, verify_every_record=True) as again:
+        assert sorted(m.path for m in again.walk()) == [
+            "dir",
+            "dir/big.bin",
+            "dir/staged.md",
+            "new",
+            "new/deeper",
+            "new/deeper/a.md",
+        ]
+
+
+KILLED_MOVES = textwrap.dedent(
+    """
+    import os, sys
+    from memvault.vault import Vault
+    v = Vault.open(sys.argv[1], sys.argv[2].encode(), compact_delay=None, journal=True)
+    for i in range(5):
+        v.put(f"n{i}.md", b"old %d" % i)
+    v._writer._flush_soon()  # in LMDB, under a sealed state
+    for i in range(5):
+        v.put(f".n{i}.tmp", b"new %d" % i)
+        v.rename(f".n{i}.tmp", f"n{i}.md")
+    assert v._writer.unsealed and not v._writer.staged
+    print("saved", flush=True)
+    os.kill(os.getpid(), 9)
+    """
+)
+
+
+def test_short_moves_a_killed_writer_journaled_are_replayed_and_counted(vault_path):
+    Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
+    assert run_until_killed(KILLED_MOVES, vault_path).stdout == b"saved\n"
+    with reopen(vault_path) as again:  # no integrity failure: the unsealed tail is counted
+        assert [m.path for m in again.walk()] == [f"n{i}.md" for i in range(5)]
+        assert again.get("n3.md") == b"new 3"
+        assert any(e.op == "replay" for e in again.audit_trail())
+    with reopen(vault_path, verify_every_record=True) as again:
+        assert again.get("n4.md") == b"new 4"
