@@ -9,6 +9,7 @@ import lmdb
 
 from memvault.crypto import with_checksum, without_checksum
 from memvault.vault import records, schema
+from memvault.vault.journal import HEADER_SIZE
 
 
 @contextmanager
@@ -77,3 +78,18 @@ def drop_snapshot(path: Path) -> None:
     """Remove the sealed index snapshot so that the next unlock checks every record."""
     with raw(path, write=True) as (txn, dbs):
         txn.delete(b"snapshot", db=dbs["state"])
+
+
+def journal_entry_ends(data: bytes) -> list[int]:
+    """Where each entry of a journal file ends (its header first, zeros after the last)."""
+    ends, at = [], HEADER_SIZE
+    while at < len(data) and any(data[at : at + 12]):
+        at += 12 + int.from_bytes(data[at : at + 4], "big") + 32
+        ends.append(at)
+    return ends
+
+
+def journal_is_empty(path: Path) -> bool:
+    """No entry in a journal file: everything in it was moved into the vault file."""
+    with open(path, "rb") as f:
+        return not any(f.read(HEADER_SIZE + 12)[HEADER_SIZE:])

@@ -23,6 +23,13 @@ number appended. Within one boot the page cache cannot lose a write, so a
 journal that ends before its header says, or whose last entry fails its MAC,
 was damaged or cut on purpose; only after a restart (a power cut) may its
 tail be torn. The store decides what to accept (see Store.attach_journal).
+
+Zeros are written ahead of the entries, a PREALLOCATED step at a time, and
+the journal is emptied by overwriting its entries with zeros (the file keeps
+up to PREALLOCATED_MAX bytes): an entry appended among the zeros changes no
+file size, so the fdatasync behind fsync() commits no file system metadata
+(on ext4, about half its cost). A zero entry header ends the journal as the
+end of the file does.
 """
 
 from __future__ import annotations
@@ -52,6 +59,12 @@ _MAC_SIZE = 32
 HEADER_SIZE = _FILE_HEAD.size + _MAC_SIZE
 _IOV_MAX = os.sysconf("SC_IOV_MAX")
 PUT, DELETE = 1, 2
+PREALLOCATED = 1 << 20
+"""Zeros written ahead of the entries at a time."""
+PREALLOCATED_MAX = 16 << 20
+"""What the file keeps when it is emptied (a larger one shrinks back to it)."""
+_ROOM_FOR_ZEROS = 4 * PREALLOCATED_MAX
+"""Free disk space below which no zeros are written ahead."""
 
 BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 NO_BOOT = bytes(16)
@@ -177,7 +190,9 @@ def scan_unauthenticated(path: Path) -> Iterator[Op]:
         return
     at = HEADER_SIZE
     while at + _HEAD.size <= len(data):
-        length, _ = _HEAD.unpack_from(data, at)
+        length, seq = _HEAD.unpack_from(data, at)
+        if not seq:  # the zeros past the last entry
+            return
         end = at + _HEAD.size + length + _MAC_SIZE
         if end > len(data):
             return
@@ -195,7 +210,8 @@ class Journal:
         self._boot = NO_BOOT
         flags = os.O_RDONLY if readonly else os.O_RDWR | os.O_CREAT
         self._fd = os.open(path, flags | os.O_CLOEXEC, 0o600)
-        self.size = os.fstat(self._fd).st_size
+        self.length = os.fstat(self._fd).st_size  # of the file
+        self.size = self.length  # where the next entry goes (see cut)
         self.epoch = 0  # bumped whenever the file is emptied: older Refs are stale
         self._keyed = KeyedBlake2b(key, _MAC_SIZE)
 
@@ -211,6 +227,8 @@ class Journal:
         self._boot = boot_id
         self.epoch += 1
         os.ftruncate(self._fd, 0)
+        self.length = 0
+        self._zeros_ahead(HEADER_SIZE)
         os.pwrite(self._fd, self._header(seq), 0)
         os.fsync(self._fd)
         directory = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
@@ -237,15 +255,20 @@ class Journal:
             body = b"".join((head, *parts))
             entry = [body, self._mac(body)]
         size = _HEAD.size + length + _MAC_SIZE
+        if self.size + size > self.length:
+            self._zeros_ahead(self.size + size)
         try:
             if os.pwritev(self._fd, entry, self.size) != size:
                 raise OSError(28, "short write to the journal")
             os.pwrite(self._fd, self._header(seq), 0)
-        except OSError:
-            os.ftruncate(self._fd, self.size)
+        except OSError:  # the file as it was: its length, zeros past the entries
+            os.ftruncate(self._fd, self.length)
+            if self.length > self.size:
+                os.pwrite(self._fd, bytes(min(size, self.length - self.size)), self.size)
             raise
         at = self.size + _HEAD.size
         self.size += size
+        self.length = max(self.length, self.size)
         if not large:  # nothing to leave in the file: the ops as they are
             return ops
         kept = []
@@ -267,8 +290,9 @@ class Journal:
         return data
 
     def read(self) -> Contents:
-        """The header and the entries that verify, in order, up to the first that does not."""
-        data = os.pread(self._fd, self.size, 0)
+        """The header and the entries that verify, in order, up to the first that does
+        not; the journal ends cleanly at the file's end or at a zero entry header."""
+        data = os.pread(self._fd, self.length, 0)
         found = Contents(None, 0)
         schemes = (False, True)  # summarised, full: either, while the header says nothing
         if len(data) >= HEADER_SIZE:
@@ -282,7 +306,7 @@ class Journal:
         while at + _HEAD.size <= len(data):
             length, seq = _HEAD.unpack_from(data, at)
             end = at + _HEAD.size + length + _MAC_SIZE
-            if end > len(data):
+            if end > len(data) or not seq:
                 break
             head = data[at : at + _HEAD.size]
             payload = data[at + _HEAD.size : end - _MAC_SIZE]
@@ -293,7 +317,7 @@ class Journal:
                 break
             found.entries.append((seq, _decode(payload)))
             at = end
-        found.clean_end = at >= len(data) or len(data) < HEADER_SIZE
+        found.clean_end = not any(data[at : at + _HEAD.size])
         found.end = at
         return found
 
@@ -307,17 +331,48 @@ class Journal:
             return b""
 
     def cut(self, end: int) -> None:
-        """Drop what follows the entries that verify (a torn tail), so that the next
-        entry is appended where a replay will find it."""
-        os.ftruncate(self._fd, end)
+        """Append after the entries that verify, which end at ``end``: what follows
+        them (zeros, or a torn tail) is cleared, so a replay finds the next entry."""
+        self._clear(end, self.length)
         self.size = end
 
     def reset(self, seq: int) -> None:
-        """Empty the journal (after its entries are durable in LMDB)."""
+        """Empty the journal (after its entries are durable in LMDB): they are
+        overwritten with zeros, so no byte of them stays in the file."""
         self.epoch += 1
-        os.ftruncate(self._fd, HEADER_SIZE)
+        self._clear(HEADER_SIZE, self.size)
         os.pwrite(self._fd, self._header(seq), 0)
         self.size = HEADER_SIZE
+
+    def _zeros_ahead(self, end: int) -> None:
+        """Write zeros from the file's end to the PREALLOCATED step past ``end``,
+        unless that passes PREALLOCATED_MAX (a large file's chunks are written
+        once, not after zeros) or the disk is nearly full (they are only a
+        speed-up: the entries then make the file longer, as they would anyway)."""
+        target = -(-end // PREALLOCATED) * PREALLOCATED
+        if not self.length < target <= PREALLOCATED_MAX:
+            return
+        disk = os.fstatvfs(self._fd)
+        if disk.f_bavail * disk.f_frsize < _ROOM_FOR_ZEROS:
+            return
+        zeros = bytes(target - self.length)
+        try:
+            if os.pwrite(self._fd, zeros, self.length) == len(zeros):
+                self.length = target
+                return
+        except OSError:
+            pass
+        os.ftruncate(self._fd, self.length)  # short of space after all
+
+    def _clear(self, start: int, end: int) -> None:
+        """Zeros over [start, end), where the file holds zeros from ``end`` on;
+        what lies past PREALLOCATED_MAX (and ``start``) is cut off."""
+        keep = max(start, min(self.length, PREALLOCATED_MAX))
+        if self.length > keep:
+            os.ftruncate(self._fd, keep)
+            self.length = keep
+        if min(end, keep) > start:
+            os.pwrite(self._fd, bytes(min(end, keep) - start), start)
 
     def duplicate_fd(self) -> int:
         """A second descriptor of the journal file (to fdatasync it without the store's lock)."""

@@ -509,7 +509,7 @@ class Store:
             log.warning(
                 "the journal %s; replaying the %d entries that verify", problem, len(leftover)
             )
-        if problem is not None and not self.readonly:
+        if not self.readonly:
             journal.cut(found.end)  # what follows the last entry that verifies is gone
         self._journal, self._seq = journal, last
         self._pending = leftover
@@ -592,8 +592,11 @@ class Store:
                 del self._pending[: len(batch)]
                 self._overlay = overlay_of(self._pending)
                 # a salvage copy is temporary: the journal waits for the rebuild
-                if not self._pending and not self.salvaged:
+                emptied = not self._pending and not self.salvaged
+                if emptied:
                     self._journal.reset(self._seq)
+            if emptied:  # its zeros on disk now, not in the next fsync() of a file
+                self._sync_journal()
 
     @property
     def journaled_entries(self) -> int:

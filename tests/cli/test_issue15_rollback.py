@@ -8,6 +8,7 @@ import re
 import shutil
 
 from ..conftest import assert_one_line_error, run_cli
+from ..rawvault import journal_entry_ends
 from .test_cli import init
 
 
@@ -87,16 +88,6 @@ def test_unlock_refuses_an_older_copy_and_accepts_it_on_purpose(tmp_path):
         force_lock(m)
 
 
-def _journal_entry_ends(data: bytes) -> list[int]:
-    from memvault.vault.journal import HEADER_SIZE
-
-    ends, at = [], HEADER_SIZE
-    while at < len(data):
-        at += 12 + int.from_bytes(data[at : at + 4], "big") + 32
-        ends.append(at)
-    return ends
-
-
 def test_journal_entries_cut_from_a_killed_daemons_journal_are_detected(tmp_path):
     """The peers' blind spot: the last changes of a killed session dropped from the
     end of its journal. Within the boot, the journal's MACed header says how far
@@ -116,7 +107,7 @@ def test_journal_entries_cut_from_a_killed_daemons_journal_are_detected(tmp_path
         os.kill(m.daemon_pid(), signal.SIGKILL)
         journal = journal_path(m.vault)
         data = journal.read_bytes()
-        ends = _journal_entry_ends(data)
+        ends = journal_entry_ends(data)
         assert len(ends) >= 5
         journal.write_bytes(data[: ends[-3]])  # the last changes cut off
 

@@ -12,8 +12,10 @@ import pytest
 
 from memvault import errors
 from memvault.vault import Vault
+from memvault.vault import journal as journal_module
 from memvault.vault import store as store_module
 from memvault.vault.bodies import CHUNK_SIZE
+from memvault.vault.journal import PREALLOCATED, journal_path
 from memvault.vault.records import FILE
 
 from .. import rawvault
@@ -149,3 +151,17 @@ def test_creating_a_file_on_a_full_disk_fails_at_once(tiny_disk):
             for i in range(100):
                 vault.create_in(None, f"new-{i}.md", FILE, mode=0o644, opened=True)
         assert not vault._writer.staged
+
+
+def test_zeros_ahead_of_the_journal_that_do_not_fit_are_left_out(tiny_disk, monkeypatch):
+    """Zeros written ahead of the journal's entries only make fsync cheaper: on a
+    disk without room for them the journal goes on without."""
+    monkeypatch.setattr(journal_module, "_ROOM_FOR_ZEROS", 0)  # try them all the same
+    path = tiny_disk / "memory.vault"
+    Vault.create(path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
+    with reopen(path, journal=True) as vault:
+        assert journal_path(path).stat().st_size < PREALLOCATED  # cut back when they failed
+        vault.put("a.md", b"journaled all the same")
+        vault.sync()
+    with reopen(path) as again:
+        assert again.get("a.md") == b"journaled all the same"

@@ -16,7 +16,7 @@ import pytest
 from memvault import errors
 from memvault.vault import Vault, schema
 from memvault.vault import journal as journal_module
-from memvault.vault.journal import HEADER_SIZE, journal_path
+from memvault.vault.journal import HEADER_SIZE, PREALLOCATED, journal_path
 
 from .. import rawvault
 from ..conftest import (
@@ -118,6 +118,58 @@ FLUSHED_THEN_KILLED = textwrap.dedent(
 )
 
 
+def test_the_journal_keeps_its_size_and_is_emptied_to_zeros(vault_path, monkeypatch):
+    """Entries go into zeros written ahead of them (an fsync commits no size
+    change), and a flush overwrites them with zeros: no byte of them stays, and
+    a journal grown past PREALLOCATED_MAX shrinks back to it."""
+    monkeypatch.setattr(journal_module, "PREALLOCATED_MAX", 3 * PREALLOCATED)
+    Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
+    journal = journal_path(vault_path)
+
+    def emptied() -> bool:
+        return not any(journal.read_bytes()[HEADER_SIZE:])
+
+    with reopen(vault_path, compact_delay=None, journal=True) as v:
+        assert journal.stat().st_size == PREALLOCATED and emptied()
+        assert journal.stat().st_blocks * 512 >= PREALLOCATED  # written, not a hole
+        for i in range(20):
+            v.put(f"n{i}.md", os.urandom(1500))
+            v.sync()
+            assert journal.stat().st_size == PREALLOCATED
+        assert v._store.journaled_entries and not emptied()
+        v._writer._flush_soon()
+        assert not v._store.journaled_entries and emptied()
+        v.put("grown.bin", os.urandom(PREALLOCATED))  # zeros ahead, a step further
+        assert journal.stat().st_size == 2 * PREALLOCATED
+        v._writer._flush_soon()
+        assert journal.stat().st_size == 2 * PREALLOCATED and emptied()  # kept
+        v.put("big.bin", os.urandom(4 * PREALLOCATED))  # past the most: no zeros first
+        assert journal.stat().st_size > 4 * PREALLOCATED
+        v._writer._flush_soon()
+        assert journal.stat().st_size == 3 * PREALLOCATED and emptied()
+        v.put("after.md", b"appended where a replay finds it")
+    with reopen(vault_path) as again:
+        assert again.get("after.md") == b"appended where a replay finds it"
+
+
+def test_bytes_past_the_zeros_are_not_damage(vault_path):
+    """A daemon killed while a flush overwrote the journal with zeros leaves bytes
+    past them (entries LMDB holds already): the journal ends at the zeros, and
+    what lies past them is cleared when it is replayed."""
+    Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
+    run_until_killed(FLUSHED_THEN_KILLED, vault_path)
+    journal = journal_path(vault_path)
+    data = bytearray(journal.read_bytes())
+    assert len(data) == PREALLOCATED
+    data[-5000:] = os.urandom(5000)
+    journal.write_bytes(bytes(data))
+    with reopen(vault_path, readonly=True) as ro:  # the same boot: no power cut, no damage
+        assert ro.get("b.md") == b"journaled after the last state"
+    with reopen(vault_path, compact_delay=None, journal=True) as again:
+        assert again.get("b.md") == b"journaled after the last state"
+        assert journal.read_bytes()[HEADER_SIZE:] == bytes(PREALLOCATED - HEADER_SIZE)
+
+
 def test_changes_after_a_flush_make_the_vault_newer_not_a_fork(vault_path):
     """The machine noted generation G with the digest of G's state; the replayed
     changes after it make the vault newer than G, not another copy at G."""
@@ -183,21 +235,11 @@ def test_journal_holds_no_plaintext(vault_path):
     assert_nowhere([marker.encode(), b"renamed.md", b"j/39.md"], vault_path.parent)
 
 
-def entry_ends(data: bytes) -> list[int]:
-    """Where each journal entry ends (the header comes first)."""
-    ends, at = [], HEADER_SIZE
-    while at < len(data):
-        length = int.from_bytes(data[at : at + 4], "big")
-        at += 12 + length + 32
-        ends.append(at)
-    return ends
-
-
 def test_journal_cut_at_an_entry_boundary_is_refused(vault_path):
     killed_writer(vault_path)
     journal = journal_path(vault_path)
     data = journal.read_bytes()
-    ends = entry_ends(data)
+    ends = rawvault.journal_entry_ends(data)
     journal.write_bytes(data[: ends[-2]])  # the last change (the rename) cut off
     with pytest.raises(errors.JournalDamaged, match="shortened"):
         reopen(vault_path, readonly=True)
@@ -213,7 +255,7 @@ def test_journal_with_a_flipped_last_entry_is_refused(vault_path):
     killed_writer(vault_path)
     journal = journal_path(vault_path)
     data = bytearray(journal.read_bytes())
-    data[entry_ends(bytes(data))[-2] + 20] ^= 1
+    data[rawvault.journal_entry_ends(bytes(data))[-2] + 20] ^= 1
     journal.write_bytes(bytes(data))
     with pytest.raises(errors.JournalDamaged, match="last entry"):
         reopen(vault_path)
@@ -244,7 +286,9 @@ def test_torn_tail_after_a_restart_is_dropped(vault_path, tmp_path, monkeypatch)
     killed_writer(vault_path)
     journal = journal_path(vault_path)
     data = journal.read_bytes()
-    journal.write_bytes(data[:-7])  # a power cut in the middle of the last entry
+    journal.write_bytes(
+        data[: rawvault.journal_entry_ends(data)[-1] - 7]
+    )  # a power cut in the last entry
     with pytest.raises(errors.JournalDamaged):  # same boot: that is no power cut
         reopen(vault_path, readonly=True)
     other_boot = tmp_path / "boot_id"
@@ -342,7 +386,7 @@ def _killed_big_writer(vault_path) -> bytes:
 def _large_values(data: bytes) -> list[tuple[int, int]]:
     """(offset, length) of every journaled value of 64 KiB or more."""
     found, at = [], HEADER_SIZE
-    while at < len(data):
+    while at < len(data) and any(data[at : at + 12]):
         length = int.from_bytes(data[at : at + 4], "big")
         op, end = at + 12, at + 12 + length
         while op < end:
