@@ -115,25 +115,36 @@ def test_small_writes_a_killed_writer_journaled_are_replayed_and_counted(vault_p
         assert again.get("notes.md") == expected
 
 
-def shred_through(vault: Vault, path: str, *, short: bool) -> tuple:
-    """Unlink ``path`` by one path or the other; what it stored."""
+def through(vault: Vault, method: str, change, *, short: bool) -> tuple:
+    """Make ``change`` with the writer's short path ``method`` taken or declined
+    (None, or False for shred_small); what it stored."""
     taken = []
-    shred_small = vault._writer.shred_small
+    short_path = getattr(vault._writer, method)
+    declined = False if method == "shred_small" else None
 
-    def watch(entry):
-        result = shred_small(entry) if short else False
-        taken.append(result)
+    def watch(*args):
+        result = short_path(*args) if short else declined
+        taken.append(result is not None and result is not False)
         return result
 
-    vault._writer.shred_small = watch
+    setattr(vault._writer, method, watch)
     try:
         events = len(vault._writer.audit.pending)
-        vault.remove_record(vault.record_id(path), directory=False)
+        change()
     finally:
-        vault._writer.shred_small = shred_small
+        setattr(vault._writer, method, short_path)
     assert taken == [short]
     ops = [(e.op, e.path) for e in vault._writer.audit.pending[events:]]
     return last_entry(vault), ops, vault._writer.compaction_owed, vault._writer.pending_shreds
+
+
+def shred_through(vault: Vault, path: str, *, short: bool) -> tuple:
+    """Unlink ``path`` by one path or the other; what it stored."""
+
+    def unlink() -> None:
+        vault.remove_record(vault.record_id(path), directory=False)
+
+    return through(vault, "shred_small", unlink, short=short)
 
 
 def test_the_short_shred_commits_what_the_general_path_commits(vault_path):
@@ -214,23 +225,7 @@ def test_short_shreds_a_killed_writer_journaled_are_replayed_and_counted(vault_p
 
 def move_through(vault: Vault, src: str, dst: str, *, short: bool) -> tuple:
     """Rename ``src`` over ``dst`` by one path or the other; what it stored."""
-    taken = []
-    move_small = vault._writer.move_small
-
-    def watch(*args):
-        result = move_small(*args) if short else None
-        taken.append(result is not None)
-        return result
-
-    vault._writer.move_small = watch
-    try:
-        events = len(vault._writer.audit.pending)
-        vault.rename(src, dst)
-    finally:
-        vault._writer.move_small = move_small
-    assert taken == [short]
-    ops = [(e.op, e.path) for e in vault._writer.audit.pending[events:]]
-    return last_entry(vault), ops, vault._writer.compaction_owed, vault._writer.pending_shreds
+    return through(vault, "move_small", lambda: vault.rename(src, dst), short=short)
 
 
 def test_the_short_move_commits_what_the_general_path_commits(vault_path):
