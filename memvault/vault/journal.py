@@ -24,12 +24,15 @@ journal that ends before its header says, or whose last entry fails its MAC,
 was damaged or cut on purpose; only after a restart (a power cut) may its
 tail be torn. The store decides what to accept (see Store.attach_journal).
 
-Zeros are written ahead of the entries, a PREALLOCATED step at a time, and
-the journal is emptied by overwriting its entries with zeros (the file keeps
-up to PREALLOCATED_MAX bytes): an entry appended among the zeros changes no
-file size, so the fdatasync behind fsync() commits no file system metadata
-(on ext4, about half its cost). A zero entry header ends the journal as the
-end of the file does.
+Once an fsync() asks for the journal's durability, zeros are written ahead of
+its entries, a PREALLOCATED step at a time, and the journal is emptied by
+overwriting its entries with zeros (the file keeps up to PREALLOCATED_MAX
+bytes): an entry appended among the zeros changes no file size, so the
+fdatasync behind fsync() commits no file system metadata (on ext4, about half
+its cost). A zero entry header ends the journal as the end of the file does.
+Zeros only serve fsync: a journal emptied after a while without one is cut
+back to its header, so a burst of writes that nobody fsyncs writes no zeros
+and syncs none.
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ HEADER_SIZE = _FILE_HEAD.size + _MAC_SIZE
 _IOV_MAX = os.sysconf("SC_IOV_MAX")
 PUT, DELETE = 1, 2
 PREALLOCATED = 1 << 20
-"""Zeros written ahead of the entries at a time."""
+"""Zeros written ahead of the entries at a time (while fsyncs come)."""
 PREALLOCATED_MAX = PREALLOCATED
 """What the file keeps when it is emptied (a larger one shrinks back to it). More
 would serve longer bursts, but emptying it writes every zero again: 16 MiB made
@@ -215,6 +218,7 @@ class Journal:
         self.length = os.fstat(self._fd).st_size  # of the file
         self.size = self.length  # where the next entry goes (see cut)
         self.epoch = 0  # bumped whenever the file is emptied: older Refs are stale
+        self.fsynced = False  # since it was last emptied (see expect_fsyncs)
         self._keyed = KeyedBlake2b(key, _MAC_SIZE)
 
     def _mac(self, *parts: bytes) -> bytes:
@@ -230,8 +234,8 @@ class Journal:
         self.epoch += 1
         os.ftruncate(self._fd, 0)
         self.length = 0
-        self._zeros_ahead(HEADER_SIZE)
         os.pwrite(self._fd, self._header(seq), 0)
+        self.length = HEADER_SIZE
         os.fsync(self._fd)
         directory = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
         try:
@@ -257,7 +261,7 @@ class Journal:
             body = b"".join((head, *parts))
             entry = [body, self._mac(body)]
         size = _HEAD.size + length + _MAC_SIZE
-        if self.size + size > self.length:
+        if self.fsynced and self.size + size > self.length:
             self._zeros_ahead(self.size + size)
         try:
             if os.pwritev(self._fd, entry, self.size) != size:
@@ -338,13 +342,24 @@ class Journal:
         self._clear(end, self.length)
         self.size = end
 
-    def reset(self, seq: int) -> None:
-        """Empty the journal (after its entries are durable in LMDB): they are
-        overwritten with zeros, so no byte of them stays in the file."""
+    def expect_fsyncs(self) -> None:
+        """An fsync() asks for the journal's durability: write zeros ahead of the
+        entries now, so this fdatasync commits the file's size once and the next
+        ones commit none, and keep them until a flush finds no fsync since the last."""
+        self.fsynced = True
+        self._zeros_ahead(self.size)
+
+    def reset(self, seq: int) -> bool:
+        """Empty the journal (after its entries are durable in LMDB), so that no
+        byte of them stays in the file: overwritten with zeros if an fsync came
+        since it was last emptied, else cut off. True if zeros were written (to
+        fdatasync now, not with the next fsync() of a file)."""
         self.epoch += 1
-        self._clear(HEADER_SIZE, self.size)
+        zeros, self.fsynced = self.fsynced, False
+        self._clear(HEADER_SIZE, self.size, keep_zeros=zeros)
         os.pwrite(self._fd, self._header(seq), 0)
         self.size = HEADER_SIZE
+        return zeros
 
     def _zeros_ahead(self, end: int) -> None:
         """Write zeros from the file's end to the PREALLOCATED step past ``end``,
@@ -366,10 +381,11 @@ class Journal:
             pass
         os.ftruncate(self._fd, self.length)  # short of space after all
 
-    def _clear(self, start: int, end: int) -> None:
+    def _clear(self, start: int, end: int, *, keep_zeros: bool = True) -> None:
         """Zeros over [start, end), where the file holds zeros from ``end`` on;
-        what lies past PREALLOCATED_MAX (and ``start``) is cut off."""
-        keep = max(start, min(self.length, PREALLOCATED_MAX))
+        what lies past PREALLOCATED_MAX (and ``start``) is cut off, and without
+        ``keep_zeros`` everything past ``start``."""
+        keep = max(start, min(self.length, PREALLOCATED_MAX if keep_zeros else 0))
         if self.length > keep:
             os.ftruncate(self._fd, keep)
             self.length = keep

@@ -593,9 +593,8 @@ class Store:
                 self._overlay = overlay_of(self._pending)
                 # a salvage copy is temporary: the journal waits for the rebuild
                 emptied = not self._pending and not self.salvaged
-                if emptied:
-                    self._journal.reset(self._seq)
-            if emptied:  # its zeros on disk now, not in the next fsync() of a file
+                zeroed = emptied and self._journal.reset(self._seq)
+            if zeroed:  # on disk now, not with the next fsync() of a file
                 self._sync_journal()
 
     @property
@@ -612,13 +611,15 @@ class Store:
         self.flush()
         self._sync_env()
 
-    def _sync_journal(self) -> bool:
+    def _sync_journal(self, for_fsync: bool = False) -> bool:
         """fdatasync the journal, on a duplicate descriptor (writers go on meanwhile,
         and a close cannot reuse the number); False if there is none."""
         with self._mu:
-            fd = self._journal.duplicate_fd() if self._journal is not None else -1
-        if fd < 0:
-            return False
+            if self._journal is None:
+                return False
+            if for_fsync:
+                self._journal.expect_fsyncs()
+            fd = self._journal.duplicate_fd()
         try:
             os.fdatasync(fd)
         finally:
@@ -634,7 +635,7 @@ class Store:
         was synced in LMDB before the journal let go of it. No LMDB commit, no
         page writes. Otherwise LMDB is synced.
         """
-        if not (self.journaling and self._sync_journal()):
+        if not (self.journaling and self._sync_journal(for_fsync=True)):
             self.sync()
 
     def _sync_env(self) -> None:

@@ -111,6 +111,7 @@ FLUSHED_THEN_KILLED = textwrap.dedent(
     from memvault.vault import Vault
     v = Vault.open(sys.argv[1], sys.argv[2].encode(), compact_delay=None, journal=True)
     v.put("a.md", b"sealed and flushed")
+    v.sync()  # as fsync() does: zeros ahead of the journal from now on
     v._writer._flush_soon()  # as the housekeeper does: this machine notes the generation
     v.put("b.md", b"journaled after the last state")
     os.kill(os.getpid(), 9)
@@ -118,10 +119,12 @@ FLUSHED_THEN_KILLED = textwrap.dedent(
 )
 
 
-def test_the_journal_keeps_its_size_and_is_emptied_to_zeros(vault_path, monkeypatch):
-    """Entries go into zeros written ahead of them (an fsync commits no size
-    change), and a flush overwrites them with zeros: no byte of them stays, and
-    a journal grown past PREALLOCATED_MAX shrinks back to it."""
+def test_zeros_are_kept_ahead_of_the_journal_while_fsyncs_come(vault_path, monkeypatch):
+    """After an fsync, entries go into zeros written ahead of them (the next
+    fsync commits no size change), and a flush overwrites them with zeros; a
+    flush after a while without fsync cuts the journal back to its header. No
+    byte of an entry stays either way, and a journal grown past
+    PREALLOCATED_MAX shrinks back to it."""
     monkeypatch.setattr(journal_module, "PREALLOCATED_MAX", 3 * PREALLOCATED)
     Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
     journal = journal_path(vault_path)
@@ -130,23 +133,33 @@ def test_the_journal_keeps_its_size_and_is_emptied_to_zeros(vault_path, monkeypa
         return not any(journal.read_bytes()[HEADER_SIZE:])
 
     with reopen(vault_path, compact_delay=None, journal=True) as v:
-        assert journal.stat().st_size == PREALLOCATED and emptied()
-        assert journal.stat().st_blocks * 512 >= PREALLOCATED  # written, not a hole
+        assert journal.stat().st_size == HEADER_SIZE
+        v.put("unsynced.md", os.urandom(1500))  # no fsync: no zeros
+        assert HEADER_SIZE < journal.stat().st_size < PREALLOCATED
+        v._writer._flush_soon()
+        assert journal.stat().st_size == HEADER_SIZE
         for i in range(20):
             v.put(f"n{i}.md", os.urandom(1500))
-            v.sync()
+            v.sync()  # as fsync() does
             assert journal.stat().st_size == PREALLOCATED
+        assert journal.stat().st_blocks * 512 >= PREALLOCATED  # written, not a hole
         assert v._store.journaled_entries and not emptied()
         v._writer._flush_soon()
         assert not v._store.journaled_entries and emptied()
-        v.put("grown.bin", os.urandom(PREALLOCATED))  # zeros ahead, a step further
+        assert journal.stat().st_size == PREALLOCATED  # an fsync came: kept
+        v.put("grown.bin", os.urandom(PREALLOCATED))
+        v.sync()  # zeros ahead to the next step
         assert journal.stat().st_size == 2 * PREALLOCATED
         v._writer._flush_soon()
-        assert journal.stat().st_size == 2 * PREALLOCATED and emptied()  # kept
+        assert journal.stat().st_size == 2 * PREALLOCATED and emptied()
         v.put("big.bin", os.urandom(4 * PREALLOCATED))  # past the most: no zeros first
+        v.sync()
         assert journal.stat().st_size > 4 * PREALLOCATED
         v._writer._flush_soon()
         assert journal.stat().st_size == 3 * PREALLOCATED and emptied()
+        v.put("quiet.md", os.urandom(1500))  # a while without fsync: cut back
+        v._writer._flush_soon()
+        assert journal.stat().st_size == HEADER_SIZE
         v.put("after.md", b"appended where a replay finds it")
     with reopen(vault_path) as again:
         assert again.get("after.md") == b"appended where a replay finds it"
@@ -167,7 +180,7 @@ def test_bytes_past_the_zeros_are_not_damage(vault_path):
         assert ro.get("b.md") == b"journaled after the last state"
     with reopen(vault_path, compact_delay=None, journal=True) as again:
         assert again.get("b.md") == b"journaled after the last state"
-        assert journal.read_bytes()[HEADER_SIZE:] == bytes(PREALLOCATED - HEADER_SIZE)
+        assert not any(journal.read_bytes()[HEADER_SIZE:])
 
 
 def test_changes_after_a_flush_make_the_vault_newer_not_a_fork(vault_path):
