@@ -125,7 +125,9 @@ def test_zeros_are_kept_ahead_of_the_journal_while_fsyncs_come(vault_path, monke
     flush after a while without fsync cuts the journal back to its header. No
     byte of an entry stays either way, and a journal grown past
     PREALLOCATED_MAX shrinks back to it."""
-    monkeypatch.setattr(journal_module, "PREALLOCATED_MAX", 3 * PREALLOCATED)
+    step = 1 << 20  # larger than 20 small files' entries
+    monkeypatch.setattr(journal_module, "PREALLOCATED", step)
+    monkeypatch.setattr(journal_module, "PREALLOCATED_MAX", 3 * step)
     Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
     journal = journal_path(vault_path)
 
@@ -135,28 +137,28 @@ def test_zeros_are_kept_ahead_of_the_journal_while_fsyncs_come(vault_path, monke
     with reopen(vault_path, compact_delay=None, journal=True) as v:
         assert journal.stat().st_size == HEADER_SIZE
         v.put("unsynced.md", os.urandom(1500))  # no fsync: no zeros
-        assert HEADER_SIZE < journal.stat().st_size < PREALLOCATED
+        assert HEADER_SIZE < journal.stat().st_size < step
         v._writer._flush_soon()
         assert journal.stat().st_size == HEADER_SIZE
         for i in range(20):
             v.put(f"n{i}.md", os.urandom(1500))
             v.sync()  # as fsync() does
-            assert journal.stat().st_size == PREALLOCATED
-        assert journal.stat().st_blocks * 512 >= PREALLOCATED  # written, not a hole
+            assert journal.stat().st_size == step
+        assert journal.stat().st_blocks * 512 >= step  # written, not a hole
         assert v._store.journaled_entries and not emptied()
         v._writer._flush_soon()
         assert not v._store.journaled_entries and emptied()
-        assert journal.stat().st_size == PREALLOCATED  # an fsync came: kept
-        v.put("grown.bin", os.urandom(PREALLOCATED))
+        assert journal.stat().st_size == step  # an fsync came: kept
+        v.put("grown.bin", os.urandom(step))
         v.sync()  # zeros ahead to the next step
-        assert journal.stat().st_size == 2 * PREALLOCATED
+        assert journal.stat().st_size == 2 * step
         v._writer._flush_soon()
-        assert journal.stat().st_size == 2 * PREALLOCATED and emptied()
-        v.put("big.bin", os.urandom(4 * PREALLOCATED))  # past the most: no zeros first
+        assert journal.stat().st_size == 2 * step and emptied()
+        v.put("big.bin", os.urandom(4 * step))  # past the most: no zeros first
         v.sync()
-        assert journal.stat().st_size > 4 * PREALLOCATED
+        assert journal.stat().st_size > 4 * step
         v._writer._flush_soon()
-        assert journal.stat().st_size == 3 * PREALLOCATED and emptied()
+        assert journal.stat().st_size == 3 * step and emptied()
         v.put("quiet.md", os.urandom(1500))  # a while without fsync: cut back
         v._writer._flush_soon()
         assert journal.stat().st_size == HEADER_SIZE
