@@ -346,8 +346,8 @@ class Journal:
 
     def expect_fsyncs(self) -> None:
         """An fsync() asks for the journal's durability: write zeros ahead of the
-        entries now, so this fdatasync commits the file's size once and the next
-        ones commit none, and keep them until a flush finds no fsync since the last."""
+        entries now (this fdatasync commits the file's size, the next ones only
+        once a step), and keep them until a flush finds no fsync since the last."""
         self.fsynced = True
         self._zeros_ahead(self.size)
 
