@@ -220,7 +220,7 @@ class Journal:
         self.length = os.fstat(self._fd).st_size  # of the file
         self.size = self.length  # where the next entry goes (see cut)
         self.epoch = 0  # bumped whenever the file is emptied: older Refs are stale
-        self.fsynced = False  # since it was last emptied (see expect_fsyncs)
+        self._fsynced = False  # since it was last emptied (see expect_fsyncs)
         self._keyed = KeyedBlake2b(key, _MAC_SIZE)
 
     def _mac(self, *parts: bytes) -> bytes:
@@ -235,7 +235,6 @@ class Journal:
         self._boot = boot_id
         self.epoch += 1
         os.ftruncate(self._fd, 0)
-        self.length = 0
         os.pwrite(self._fd, self._header(seq), 0)
         self.length = HEADER_SIZE
         os.fsync(self._fd)
@@ -263,7 +262,7 @@ class Journal:
             body = b"".join((head, *parts))
             entry = [body, self._mac(body)]
         size = _HEAD.size + length + _MAC_SIZE
-        if self.fsynced and self.size + size > self.length:
+        if self._fsynced and self.size + size > self.length:
             self._zeros_ahead(self.size + size)
         try:
             if os.pwritev(self._fd, entry, self.size) != size:
@@ -348,7 +347,7 @@ class Journal:
         """An fsync() asks for the journal's durability: write zeros ahead of the
         entries now (this fdatasync commits the file's size, the next ones only
         once a step), and keep them until a flush finds no fsync since the last."""
-        self.fsynced = True
+        self._fsynced = True
         self._zeros_ahead(self.size)
 
     def reset(self, seq: int) -> bool:
@@ -357,7 +356,7 @@ class Journal:
         since it was last emptied, else cut off. True if zeros were written (to
         fdatasync now, not with the next fsync() of a file)."""
         self.epoch += 1
-        zeros, self.fsynced = self.fsynced, False
+        zeros, self._fsynced = self._fsynced, False
         self._clear(HEADER_SIZE, self.size, keep_zeros=zeros)
         os.pwrite(self._fd, self._header(seq), 0)
         self.size = HEADER_SIZE
