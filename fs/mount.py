@@ -29,6 +29,7 @@ from ..search import SearchService, open_search
 from ..sync.service import SyncServices
 from ..vault import Vault
 from ..vault.audit import Caller, current_caller, name_process
+from . import readers
 from .control_server import ControlServer
 from .operations import VaultOperations
 from .runtime import MountRecord
@@ -82,6 +83,7 @@ def serve(
     record = MountRecord(str(vault.path), str(mountpoint), os.getpid(), time.time())
     syncing = SyncServices(vault, on_applied=ops.forget_paths)
     daemon = _Daemon(vault, search, syncing, record)
+    readers.install()
     pyfuse3.init(ops, str(mountpoint), mount_options(allow_other))
     try:
         record.save()

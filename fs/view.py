@@ -34,6 +34,7 @@ import pyfuse3
 import trio
 
 from .. import paths, search
+from . import readers
 from .runtime import MountError, mount_device, pid_alive
 
 FS_NAME = "memvault-view"
@@ -407,6 +408,7 @@ def main(argv: list[str]) -> int:
     options = set(pyfuse3.default_options) | {f"fsname={FS_NAME}", f"subtype={FS_NAME}"}
     if "--read-only" in rest:
         options.add("ro")
+    readers.install()
     pyfuse3.init(view, mountpoint, options)
     try:
         trio.run(_serve, int(daemon_pid))

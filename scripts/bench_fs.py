@@ -1,11 +1,12 @@
 """Filesystem figures for BENCHMARKS.md, interleaved: ext4, gocryptfs, memvault (and
 a second memvault whose daemon keeps no audit trail: what the trail costs)
-and the plain pyfuse3 + trio memfs (scripts/memfs.py, the floor of the
-binding; also with FLUSH answered ENOSYS, and sealing and journaling every
-write, decrypting every read, answering GETXATTR and fsync as memvault must:
-the floor of an encrypted journaled design on this stack; and that floor
-with memvault's further guarantees on each change: a wrapped key per file,
-the generation sealed apart, the integrity sum, the audit trail, the
+and the plain pyfuse3 + trio memfs (scripts/memfs.py, its reader tasks
+taking turns as memvault's do: the floor of the binding; also with FLUSH
+answered ENOSYS, and sealing and journaling every write, decrypting every
+read, answering GETXATTR and fsync as memvault must: the floor of an
+encrypted journaled design on this stack; and that floor with memvault's
+further guarantees on each change: a wrapped key per file, the generation
+sealed apart, the integrity sum, the audit trail, the
 journal header rewritten) all
 mounted at once, every phase run on each in turn, in an order that rotates
 from round to round; medians over the rounds. The machine is shared:

@@ -1,8 +1,10 @@
 """The simplest filesystem on memvault's stack, as a benchmark peer: pyfuse3 +
 trio, everything in memory, no crypto, the same kernel cache settings as
 memvault (60 s entry and attribute timeouts, keep_cache, readdirplus, no
-default_permissions: the owner's mount checks modes itself). What
-it costs is the floor the binding sets; what memvault costs above it is ours.
+default_permissions: the owner's mount checks modes itself), and pyfuse3's
+reader tasks taking turns as memvault's do (memvault/fs/readers.py; with
+--stock-readers, pyfuse3's own lock, handed over at every request). What it
+costs is the floor the binding sets; what memvault costs above it is ours.
 
 With --sealed it also does the least that memvault's guarantees need:
 every write() seals the 64 KiB chunks it touches (XChaCha20-Poly1305 under
@@ -36,9 +38,11 @@ sum. It answers whether memvault's guarantees, not its code, are what
 stands between it and a phase's goal.
 
 Usage: python scripts/memfs.py MOUNTPOINT [--no-flush] [--sealed JOURNAL [--guarded]]
+                                [--stock-readers]
   --no-flush        answer FLUSH with ENOSYS (the kernel stops sending it)
   --sealed JOURNAL  seal and journal every write (to the file JOURNAL)
   --guarded         with --sealed: memvault's further guarantees too (above)
+  --stock-readers   pyfuse3's reader lock as it comes (above)
 Runs until unmounted (fusermount3 -u) or SIGTERM.
 """
 
@@ -60,6 +64,7 @@ import trio
 from nacl.utils import random
 
 from memvault.crypto.aead import open_sealed, seal
+from memvault.fs import readers
 
 TIMEOUT = 60.0
 CHUNK = 64 << 10
@@ -388,12 +393,15 @@ def main() -> None:
     parser.add_argument("--no-flush", action="store_true")
     parser.add_argument("--sealed", metavar="JOURNAL")
     parser.add_argument("--guarded", action="store_true")
+    parser.add_argument("--stock-readers", action="store_true")
     args = parser.parse_args()
     if args.guarded and not args.sealed:
         parser.error("--guarded needs --sealed JOURNAL")
     options = {"fsname=memfs", "noatime"}  # as memvault's own mount: no default_permissions
     kind = GuardedJournal if args.guarded else Journal
     journal = kind(args.sealed) if args.sealed else None
+    if not args.stock_readers:
+        readers.install()
     pyfuse3.init(MemFS(args.no_flush, journal), args.mountpoint, options)
     try:
         trio.run(_main)

@@ -1,0 +1,123 @@
+"""TakeTurns under the loop pyfuse3 runs (internal.pxi: several reader tasks,
+one at a time waiting on the device under the lock, each then handling what
+it read), with a socket for the device: a real trio run, no FUSE."""
+
+from __future__ import annotations
+
+import socket
+
+import trio
+import trio.testing
+
+from memvault.fs.readers import TakeTurns
+
+READERS = 4
+
+
+async def serve(device: socket.socket, handle, lock: TakeTurns) -> list[str]:
+    """Reader tasks as pyfuse3 runs them; returns who served each request."""
+    served: list[str] = []
+
+    async def reader(name: str) -> None:
+        while True:
+            async with lock:
+                await trio.lowlevel.wait_readable(device)
+            request = device.recv(1)
+            if request == b"q":
+                return
+            served.append(name)
+            await handle(request)
+
+    async with trio.open_nursery() as nursery:
+        for i in range(READERS):
+            nursery.start_soon(reader, f"reader-{i}")
+    return served
+
+
+def test_a_reader_whose_handler_finishes_keeps_the_lock_and_reads_the_next_request():
+    lock = TakeTurns()
+
+    async def handle(request: bytes) -> None:
+        pass  # no suspension, like almost every handler
+
+    async def main() -> list[str]:
+        device, client = socket.socketpair()
+        with device, client, trio.fail_after(10):
+            device.setblocking(False)
+            async with trio.open_nursery() as nursery:
+                result: list[list[str]] = []
+
+                async def run() -> None:
+                    result.append(await serve(device, handle, lock))
+
+                nursery.start_soon(run)
+                for _ in range(100):
+                    client.send(b"s")
+                    await trio.sleep(0.001)  # one request at a time, as a serial caller
+                client.send(b"q" * READERS)
+            return result[0]
+
+    served = trio.run(main)
+    assert len(served) == 100
+    assert len(set(served)) == 1  # one task read them all
+    assert lock.handovers <= READERS  # only the readers' end passes it on
+
+
+def test_a_suspended_handler_hands_the_lock_over_so_requests_keep_being_read():
+    """Request 'w' waits until request 'r' is handled: with nobody waiting on the
+    device while 'w' waits, 'r' would never be read."""
+    lock = TakeTurns()
+    released = trio.Event()
+
+    async def handle(request: bytes) -> None:
+        if request == b"w":
+            await released.wait()
+        elif request == b"r":
+            released.set()
+
+    async def main() -> list[str]:
+        device, client = socket.socketpair()
+        with device, client:
+            device.setblocking(False)
+            result: list[list[str]] = []
+            async with trio.open_nursery() as nursery:
+
+                async def run() -> None:
+                    result.append(await serve(device, handle, lock))
+
+                nursery.start_soon(run)
+                client.send(b"w")
+                await trio.sleep(0.05)
+                client.send(b"r")
+                with trio.fail_after(5):
+                    await released.wait()
+                client.send(b"q" * READERS)
+            return result[0]
+
+    served = trio.run(main)
+    assert len(served) == 2 and served[0] != served[1]
+    assert lock.handovers >= 1
+
+
+def test_a_task_cancelled_while_waiting_for_the_lock_leaves_the_queue():
+    lock = TakeTurns()
+
+    async def waiter_cancelled() -> None:
+        holder_done = trio.Event()
+
+        async def hold() -> None:
+            async with lock:
+                await holder_done.wait()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(hold)
+            await trio.testing.wait_all_tasks_blocked()
+            with trio.move_on_after(0.05):
+                async with lock:
+                    raise AssertionError("taken while held")
+            assert not lock.waiting
+            holder_done.set()
+        async with lock:  # free again, and taken at once
+            assert lock.owner is trio.lowlevel.current_task()
+
+    trio.run(waiter_cancelled)
