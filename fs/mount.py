@@ -209,6 +209,7 @@ class _Daemon:
                 "memories": len(self.vault),
                 "pending_shreds": self.vault.pending_shreds,
                 "search_index": self.search.state(),
+                "releasing_memory": self.search.releasing_memory(),
                 "file_size": os.stat(self.vault.path).st_size,
                 "signing_key": self._fingerprint(),
             }

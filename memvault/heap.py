@@ -42,6 +42,7 @@ class Debounced:
     def __init__(self, delay: float, action: Callable[[], None]) -> None:
         self._delay, self._action = delay, action
         self._due: float | None = None
+        self._running = False
         self._stopped = False
         self._armed = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -57,6 +58,13 @@ class Debounced:
                 self._thread.start()
             elif not already:
                 self._armed.notify()
+
+    @property
+    def pending(self) -> bool:
+        """Poked and not run since, or running: a benchmark waits for this before
+        timing anything, as it waits for the other background work."""
+        with self._armed:
+            return self._due is not None or self._running
 
     def stop(self) -> None:
         """Cancel a pending run, and wait for one already running (its action
@@ -74,8 +82,12 @@ class Debounced:
                     self._armed.wait(None if self._due is None else self._due - time.monotonic())
                 if self._stopped:
                     return
-                self._due = None
-            self._action()
+                self._due, self._running = None, True
+            try:
+                self._action()
+            finally:
+                with self._armed:
+                    self._running = False
 
 
 MADV_DONTNEED = 4

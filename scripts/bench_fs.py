@@ -232,7 +232,8 @@ def memvault_mount(work: Path, audit: bool = True) -> Iterator[Target]:
         if done.returncode != 0:
             return False
         state = json.loads(done.stdout).get("daemon") or {}
-        return state.get("search_index") != "ready" or bool(state.get("pending_shreds"))
+        busy = state.get("pending_shreds") or state.get("releasing_memory")
+        return state.get("search_index") != "ready" or bool(busy)
 
     try:
         yield Target("memvault" if audit else "memvault, audit off", mnt, pid, pending)

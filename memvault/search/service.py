@@ -520,6 +520,11 @@ class SearchService:
                 return "building the vector graph"
             return "ready"
 
+    def releasing_memory(self) -> bool:
+        """A release of freed memory is due (GIVE_BACK_AFTER_S after the last
+        embedding or query) or running: background work `memvault status` shows."""
+        return self._give_back.pending
+
     def wait_idle(self, timeout: float = 60.0) -> bool:
         """Block until every chunk has its vector and the graph is built (tests, benchmarks)."""
         deadline = time.monotonic() + timeout

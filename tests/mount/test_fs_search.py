@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import os
+import threading
 import time
 
 import pytest
@@ -56,10 +58,14 @@ def mnt(tmp_path_factory):
         yield m
 
 
-def index_state(m) -> str:
+def daemon_status(m) -> dict:
     done = m.cli("status", "--json")
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout).get("daemon", {}).get("search_index", "")
+    return json.loads(done.stdout).get("daemon", {})
+
+
+def index_state(m) -> str:
+    return daemon_status(m).get("search_index", "")
 
 
 @pytest.mark.parametrize(
@@ -81,6 +87,31 @@ def test_finds_by_paraphrase_and_by_rare_token(mnt, words, expected):
 
 def test_nothing_relevant_says_so(mnt):
     assert "No memory matches" in query(mnt.root, "quantum chromodynamics lattice gluons")
+
+
+def test_status_shows_the_memory_release_a_query_leaves_due(mnt):
+    """The release of a query's freed memory comes a moment later, in the
+    background: status lists it until it has run (a benchmark waits for it)."""
+    stop = threading.Event()
+
+    def keep_querying() -> None:  # a fresh query (no cached result) every 0.2 s
+        for i in itertools.count():
+            query(mnt.root, f"postgres migrations {i}")
+            if stop.wait(0.2):
+                return
+
+    worker = threading.Thread(target=keep_querying)
+    worker.start()
+    try:
+        time.sleep(0.5)
+        assert daemon_status(mnt)["releasing_memory"] is True
+    finally:
+        stop.set()
+        worker.join()
+    deadline = time.monotonic() + 30
+    while daemon_status(mnt)["releasing_memory"]:
+        assert time.monotonic() < deadline, "the release never ran"
+        time.sleep(0.2)
 
 
 def test_options_limit_and_prefix(mnt):

@@ -31,6 +31,25 @@ def test_debounced_runs_once_after_a_burst_has_paused() -> None:
         job.stop()
 
 
+def test_pending_from_the_poke_until_the_run_has_finished() -> None:
+    entered, release = threading.Event(), threading.Event()
+    job = heap.Debounced(0.05, lambda: (entered.set(), release.wait(5)))
+    try:
+        assert not job.pending
+        job.poke()
+        assert job.pending  # due, not run yet
+        assert entered.wait(5)
+        assert job.pending  # running
+        release.set()
+        deadline = time.monotonic() + 5
+        while job.pending:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    finally:
+        release.set()
+        job.stop()
+
+
 def test_stop_cancels_a_pending_run_and_later_pokes() -> None:
     runs: list[int] = []
     job = heap.Debounced(0.1, lambda: runs.append(1))
