@@ -30,6 +30,8 @@ class OpenFile:
     handles: set[int] = field(default_factory=set)
     _chunks: OrderedDict[int, bytearray] = field(default_factory=OrderedDict)
     stale: bool = False  # changed behind the mount (a sync): drop the chunks at the next request
+    opened_mtime_ns: int = 0  # the file's mtime when its first handle opened (see release)
+    written: bool = False  # by any of its handles
 
     def chunk(self, index: int) -> bytearray | None:
         if self.stale:  # set by another thread after its change: cleared here, in the mount's
@@ -57,10 +59,11 @@ class OpenFiles:
         self._by_handle: dict[int, OpenFile] = {}
         self._ids = itertools.count(1)
 
-    def open(self, record_id: bytes) -> tuple[int, OpenFile]:
+    def open(self, record_id: bytes, mtime_ns: int) -> tuple[int, OpenFile]:
+        """A new handle on a record whose mtime is ``mtime_ns`` now."""
         state = self._by_record.get(record_id)
         if state is None:
-            state = self._by_record[record_id] = OpenFile(record_id)
+            state = self._by_record[record_id] = OpenFile(record_id, opened_mtime_ns=mtime_ns)
         fh = next(self._ids)
         state.handles.add(fh)
         self._by_handle[fh] = state

@@ -11,7 +11,9 @@ worker thread (`trio.to_thread`). The Vault itself is thread-safe.
 Speed comes from the kernel's caches: positive (and negative) entry and
 attribute timeouts, full attributes in readdir replies (readdirplus), and
 keep_cache on open (every change to a file passes through the kernel, so its
-page cache is never stale). search/ is handled here too (see searchtree.py).
+page cache is never stale), and a small file's content handed to that cache
+when it is closed after a write (release), so the next read needs no request.
+search/ is handled here too (see searchtree.py).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from ..errors import (
     TooLarge,
 )
 from ..search import QueryError, SearchService, parse, render, render_error
-from ..vault import MAX_MEMORY_SIZE, Vault
+from ..vault import MAX_MEMORY_SIZE, Vault, clock
 from ..vault.audit import THE_VAULT, Caller, current_caller, process_caller
 from ..vault.bodies import CHUNK_SIZE
 from ..vault.records import DIRECTORY, FILE, SYMLINK, Meta
@@ -379,17 +381,18 @@ class VaultOperations(pyfuse3.Operations):
         if fields.update_mtime:
             changes["mtime_ns"] = attr.st_mtime_ns
         elif fields.update_size:
-            changes["mtime_ns"] = time.time_ns()
+            changes["mtime_ns"] = clock.now_ns()
         if changes:
             meta = self.vault.set_record_attrs(record_id, **changes)
             return self._attrs(meta, record_id)
         return self._attrs_of(record_id)
 
-    def _truncate(self, record_id: bytes, size: int) -> None:
-        self.vault.resize_record(record_id, size)
+    def _truncate(self, record_id: bytes, size: int) -> Meta:
+        meta = self.vault.resize_record(record_id, size)
         state = self.files.of_record(record_id)
         if state is not None:
             state.forget_chunks()
+        return meta
 
     @request
     async def readlink(self, inode, ctx):
@@ -545,7 +548,7 @@ class VaultOperations(pyfuse3.Operations):
     @request
     async def create(self, parent_inode, name, mode, flags, ctx):
         attrs = self._create(parent_inode, name, FILE, stat.S_IMODE(mode), ctx, opened=True)
-        fh, _ = self.files.open(self.inodes.record(attrs.st_ino))
+        fh, _ = self.files.open(self.inodes.record(attrs.st_ino), attrs.st_mtime_ns)
         self._openers[fh] = current_caller.get()
         return pyfuse3.FileInfo(fh=fh, keep_cache=True), attrs
 
@@ -567,10 +570,10 @@ class VaultOperations(pyfuse3.Operations):
             raise (IsADirectory if meta.is_dir else IsASymlink)(meta.path)
         self._may(record_id, ctx, _wanted(flags))
         if flags & os.O_TRUNC:  # libfuse asks for atomic O_TRUNC: truncating is ours
-            self._truncate(record_id, 0)
+            meta = self._truncate(record_id, 0)
         if flags & os.O_ACCMODE != os.O_WRONLY:
             self.vault.note_read(record_id)
-        fh, _ = self.files.open(record_id)
+        fh, _ = self.files.open(record_id, meta.mtime_ns)
         self._openers[fh] = current_caller.get()
         return pyfuse3.FileInfo(fh=fh, keep_cache=not flags & os.O_TRUNC)
 
@@ -626,6 +629,7 @@ class VaultOperations(pyfuse3.Operations):
         meta = self.vault.write_chunks(state.record_id, changed, size)
         for index, chunk in changed.items():
             state.remember(index, chunk)
+        state.written = True
         if not meta.chunked:  # the whole content: the next open decrypts nothing
             self.recent.put(state.record_id, meta.body_gen, bytes(changed[0]))
         return len(buf)
@@ -652,7 +656,31 @@ class VaultOperations(pyfuse3.Operations):
             meta = self.vault.by_record_id(state.record_id)
             if meta is not None and meta.orphan:  # unlinked while open: shredded now
                 self.vault.remove_record(state.record_id, directory=False)
+            elif meta is not None and state.written and meta.mtime_ns == state.opened_mtime_ns:
+                self._hand_pages(state.record_id, meta)
         self.vault.store_new_files()
+
+    def _hand_pages(self, record_id: bytes, meta: Meta) -> None:
+        """Put a small file's content, just written and closed, in the kernel's page
+        cache, so the next open+read of it is answered there, without a READ.
+
+        The kernel keeps the pages a write() filled whole; a small file's one
+        page is never whole, so its first read would ask us again. Handed over
+        only when the last handle closes: a reader waiting for our READ reply
+        holds its page locked, and the store waits for that lock, on the trio
+        thread, which would never reply; with no handle open there is no such
+        reader. Only while the file keeps the mtime the kernel was shown when it
+        was opened (clock.py): a new one makes the kernel drop the pages at the
+        next stat anyway."""
+        content = None if meta.chunked else self.recent.get(record_id, meta.body_gen)
+        inode = self.inodes.known(record_id)
+        if not content or len(content) != meta.size or inode is None:
+            return
+        with contextlib.suppress(OSError):  # the kernel forgot the inode: nothing to serve
+            pyfuse3.notify_store(inode, 0, content)
+            now = self.vault.by_record_id(record_id)
+            if now is None or now.body_gen != meta.body_gen:  # a sync changed it meanwhile
+                pyfuse3.invalidate_inode(inode)
 
     # -- extended attributes (user.* only, stored inside the sealed metadata) ----
     #

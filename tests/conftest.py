@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from memvault.crypto import KdfParams
-from memvault.vault import Vault
+from memvault.vault import Vault, clock
 
 
 def fuse_unavailable() -> str | None:
@@ -106,6 +106,15 @@ def busy_mount(vault: Vault, seconds: float):
         yield
     finally:
         load.join()
+
+
+def after_tick(times_ns: int = 0) -> None:
+    """Wait until the file clock (the kernel's coarse one, vault/clock.py) has
+    moved past ``times_ns`` and past its present tick: a change made next gets
+    a later time than any made before."""
+    start = max(times_ns, clock.now_ns())
+    while clock.now_ns() <= start:
+        time.sleep(0.001)
 
 
 def reopen(path: Path, **kwargs) -> Vault:

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
+import mmap
 import os
 import signal
 import subprocess
@@ -112,3 +114,39 @@ def run(*cmd: str, cwd: Path | None = None, check: bool = True, **kwargs):
     if check:
         assert done.returncode == 0, f"{cmd}: {done.stderr.decode(errors='replace')}"
     return done
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = (
+    ctypes.c_void_p,
+    ctypes.c_size_t,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_long,
+)
+_libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+_libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p)
+
+
+def cached_pages(path: Path) -> int:
+    """How many of a file's pages the kernel holds up to date (mincore), found
+    without reading the file (its open sends no READ, nor does the mapping)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        if not size:
+            return 0
+        addr = _libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        if addr is None or addr == ctypes.c_void_p(-1).value:
+            raise OSError(ctypes.get_errno(), "mmap failed")
+        try:
+            vec = ctypes.create_string_buffer((size + mmap.PAGESIZE - 1) // mmap.PAGESIZE)
+            if _libc.mincore(addr, size, vec) != 0:
+                raise OSError(ctypes.get_errno(), "mincore failed")
+            return sum(byte & 1 for byte in vec.raw)
+        finally:
+            _libc.munmap(addr, size)
+    finally:
+        os.close(fd)

@@ -50,7 +50,7 @@ from ..errors import (
     VaultNotFound,
     VaultTampered,
 )
-from . import audit, padding, rollback
+from . import audit, clock, padding, rollback
 from .accumulator import Accumulator
 from .audit import Checkpoint, Shown, current_caller
 from .bodies import CHUNK_SIZE, Bodies, ChunkMissing
@@ -289,7 +289,7 @@ class Vault:
             self.damage,
             trust_snapshot=trust_snapshot,
         )
-        now = time.time_ns()
+        now = clock.now_ns()
         loaded = loader.load(
             self.header,
             self.slots,
@@ -823,7 +823,7 @@ class Vault:
                 raise IsADirectory(norm)
             if len(data) > MAX_MEMORY_SIZE:
                 raise TooLarge(norm, len(data), MAX_MEMORY_SIZE)
-            now = time.time_ns()
+            now = clock.now_ns()
             write = self._writer.file_write(norm, entry, data, now, now, None)
             self._writer.commit([write])
         self._notify([("put", record_id, norm, data)])
@@ -907,7 +907,7 @@ class Vault:
             norm = paths.join(self._dir_path(parent), paths.check_name(name))
             if norm in self._tree.by_path:
                 raise AlreadyExists(norm)
-            now = time.time_ns()
+            now = clock.now_ns()
             meta = Meta(
                 norm,
                 kind,
@@ -1040,7 +1040,7 @@ class Vault:
             batch[paths.normalize(path)] = data
         with self._lock:
             self._check_writable()
-            now = time.time_ns()
+            now = clock.now_ns()
             mtime = now if mtime_ns is None else mtime_ns
             new_dirs: dict[str, Write] = {}
             writes: list[Write] = []
@@ -1068,7 +1068,7 @@ class Vault:
                 if parents and existing.meta.is_dir:
                     return existing.meta
                 raise AlreadyExists(norm)
-            now = time.time_ns()
+            now = clock.now_ns()
             if parents:
                 writes = self._writer.parent_dirs(norm, now)
             else:
@@ -1282,7 +1282,7 @@ class Vault:
 
     def _update(self, entry: Entry | None, changes: dict) -> Meta:
         """Metadata-only changes of an entry, or of the root (None)."""
-        changes = {"ctime_ns": time.time_ns(), **changes}
+        changes = {"ctime_ns": clock.now_ns(), **changes}
         if entry is None:
             meta = self.root_meta().evolve(**changes)
             sealed = self._writer.seal_root(meta)

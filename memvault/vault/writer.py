@@ -34,7 +34,7 @@ from ..errors import (
     IsADirectory,
     NotADirectory,
 )
-from . import records
+from . import clock, records
 from .accumulator import Accumulator
 from .audit import MAX_ENTRIES, AuditLog, Caller, Checkpoint, Pending, current_caller, seq_key
 from .bodies import CHUNK_SIZE, Bodies, chunk_count
@@ -198,7 +198,7 @@ class Writer:
 
     def chunk_write(self, entry: Entry, chunks: dict[int, bytes | bytearray], size: int) -> Write:
         """A new version of a file: ``chunks`` replaced, ``size`` bytes (see Bodies.change)."""
-        now = time.time_ns()
+        now = clock.now_ns()
         chunked = size > CHUNK_SIZE
         gen = entry.meta.gen + 1
         meta = entry.meta.evolve(
@@ -233,7 +233,7 @@ class Writer:
             or not self.store.journaling
         ):
             return None
-        now = time.time_ns()
+        now = clock.now_ns()
         gen = meta.gen + 1
         changes = {"size": len(content), "mtime_ns": now, "ctime_ns": now, "body_gen": gen}
         new = Entry(rid, meta.but(gen=gen, **changes), entry.data_key)
@@ -548,7 +548,7 @@ class Writer:
         touched -= passing
         if not touched:
             return []
-        now = time.time_ns()
+        now = clock.now_ns()
         by_path = {w.entry.meta.path: w for w in writes if not w.entry.meta.orphan}
         later: list[Entry | None] = []
         for path in touched:
@@ -563,7 +563,7 @@ class Writer:
 
     def _apply_times(self, entries: list[Entry | None]) -> None:
         """Set directory times in memory after a commit; store_pending stores them."""
-        now = time.time_ns()
+        now = clock.now_ns()
         for entry in entries:
             if entry is None:
                 self.root = self.root_meta().but(mtime_ns=now, ctime_ns=now)
@@ -672,7 +672,7 @@ class Writer:
             return []
         if paths.is_within(dst, src):
             raise InvalidMove(src, dst, "a directory cannot move inside itself")
-        now = time.time_ns()
+        now = clock.now_ns()
         shreds: list[Entry] = []
         target = self.tree.by_path.get(dst)
         if target is not None:
@@ -769,7 +769,7 @@ class Writer:
             return []
         if paths.is_within(first, second) or paths.is_within(second, first):
             raise InvalidMove(first, second, "one contains the other")
-        now = time.time_ns()
+        now = clock.now_ns()
         writes = []
         moves = [
             (s, d, [self.tree.at(s), *self.tree.subtree(s)])
@@ -784,7 +784,7 @@ class Writer:
 
     def orphan(self, entry: Entry) -> list[Event]:
         """Unlink a file that is still open: its name goes, its content stays (by id)."""
-        meta = entry.meta.evolve(orphan=True, ctime_ns=time.time_ns())
+        meta = entry.meta.evolve(orphan=True, ctime_ns=clock.now_ns())
         self.commit([Write(Entry(entry.record_id, meta, entry.data_key), entry.meta.gen, None)])
         return [("delete", entry.record_id, entry.meta.path, None)]
 

@@ -9,20 +9,18 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
 from .. import rawvault
-from ..conftest import assert_nowhere
+from ..conftest import after_tick, assert_nowhere
 from ..fsutil import mounted
 
 
 def _later(path) -> None:
-    """Wait until the clock has moved past the times ``path`` shows."""
+    """Wait until the file clock has moved past the times ``path`` shows."""
     seen = os.stat(path, follow_symlinks=False)
-    while time.time_ns() <= max(seen.st_mtime_ns, seen.st_ctime_ns) + 1_000_000:
-        time.sleep(0.002)
+    after_tick(max(seen.st_mtime_ns, seen.st_ctime_ns))
 
 
 def test_a_name_over_255_bytes_is_enametoolong(tmp_path):

@@ -10,7 +10,7 @@ from memvault.vault import Vault
 from memvault.vault.bodies import CHUNK_SIZE
 from memvault.vault.records import DIRECTORY, FILE
 
-from ..conftest import FAST_KDF, PASSPHRASE, reopen
+from ..conftest import FAST_KDF, PASSPHRASE, after_tick, reopen
 from .test_journal import run_until_killed
 
 
@@ -158,6 +158,7 @@ def test_the_short_shred_commits_what_the_general_path_commits(vault_path):
                 vault._writer.compaction_owed = False
                 vault._writer.pending_shreds = 0
                 before = vault.stat(paths_parent(path)).mtime_ns
+                after_tick(before)
                 results[short, path.startswith("d/")] = shred_through(vault, path, short=short)
                 assert vault.stat(paths_parent(path)).mtime_ns > before  # POSIX: its directory
                 assert not vault.exists(path)
@@ -242,6 +243,7 @@ def test_the_short_move_commits_what_the_general_path_commits(vault_path):
                 vault._writer.compaction_owed = False
                 vault._writer.pending_shreds = 0
                 before = vault.stat("d").mtime_ns, vault.stat("/").mtime_ns
+                after_tick(max(before))
                 results[short, over] = move_through(vault, src, dst, short=short)
                 assert vault.stat("d").mtime_ns > before[0]  # POSIX: both directories
                 assert vault.stat("/").mtime_ns > before[1]

@@ -8,7 +8,7 @@ import multiprocessing
 import pytest
 
 from memvault import errors
-from memvault.vault import Vault
+from memvault.vault import Vault, clock
 
 from ..conftest import FAST_KDF, PASSPHRASE, reopen, run_cli
 
@@ -23,6 +23,13 @@ def test_put_get_stat_list(vault):
     assert [(n, m.is_dir) for n, m in vault.list()] == [("notes.md", False), ("projects", True)]
     assert [n for n, _ in vault.list("projects")] == ["api.md"]
     assert len(vault) == 2
+
+
+def test_file_times_are_the_kernels_coarse_clock(vault):
+    """As ext4 stamps them (vault/clock.py): a tick behind the fine clock, mostly."""
+    before = clock.now_ns()
+    meta = vault.put("a.md", b"one")
+    assert before <= meta.mtime_ns == meta.ctime_ns <= clock.now_ns()
 
 
 def test_overwrite_keeps_identity_and_bumps_times(vault):

@@ -1,0 +1,74 @@
+"""The pages the mount hands the kernel when a small file it just wrote is
+closed (fs/operations.py, release): the next open+read is answered from the
+kernel's cache, and what it serves is never older than the file."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+from ..conftest import after_tick
+from ..fsutil import cached_pages, mounted
+
+
+def _cached(paths, at_least: int, timeout: float = 10.0) -> int:
+    """How many of the files have their page in the kernel's cache, once at least
+    ``at_least`` do or ``timeout`` passed (the RELEASE that hands a page over
+    comes just after close() returned, not before)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = sum(cached_pages(path) for path in paths)
+        if found >= at_least or time.monotonic() > deadline:
+            return found
+        time.sleep(0.01)
+
+
+def test_a_small_file_written_and_closed_is_read_from_the_kernels_cache(tmp_path):
+    with mounted(tmp_path) as m:
+        files = {m.root / f"note{i}.md": f"# note {i}\n".encode() * (i + 3) for i in range(10)}
+        for path, content in files.items():
+            path.write_bytes(content)
+        # Handed over while the write kept the create's mtime: when both fall in
+        # one tick of the file clock (4 ms), as they do but now and then.
+        half = len(files) // 2
+        assert _cached(files, half) >= half, "the closed files' pages are not in the cache"
+        for path in files:
+            os.stat(path)  # a GETATTR: the kernel drops the pages if it sees a new mtime
+        assert _cached(files, half, timeout=0) >= half, "a stat dropped the pages"
+        for path, content in files.items():
+            assert path.read_bytes() == content
+
+
+def test_what_the_kernel_keeps_is_never_older_than_the_file(tmp_path):
+    with mounted(tmp_path) as m:
+        note = m.root / "note.md"
+        note.write_bytes(b"first version\n")
+        assert note.read_bytes() == b"first version\n"
+
+        after_tick()
+        with open(note, "ab") as f:  # appended in a later tick: a new mtime
+            f.write(b"appended\n")
+        assert note.read_bytes() == b"first version\nappended\n"
+        read_by_another = subprocess.run(["cat", str(note)], capture_output=True, check=True)
+        assert read_by_another.stdout == b"first version\nappended\n"
+
+        note.write_bytes(b"rewritten at once\n")  # O_TRUNC, maybe within the same tick
+        assert note.read_bytes() == b"rewritten at once\n"
+
+        tmp = m.root / ".note.md.tmp"  # an editor's save: a new file renamed over it
+        tmp.write_bytes(b"saved by an editor\n")
+        os.rename(tmp, note)
+        assert note.read_bytes() == b"saved by an editor\n"
+
+        with open(note, "r+b") as a, open(note, "rb") as b:  # two handles on one file
+            a.write(b"SAVED")
+            a.flush()
+            assert b.read() == b"SAVED by an editor\n"
+        assert note.read_bytes() == b"SAVED by an editor\n"
+
+        note.unlink()  # shredded: a file of the same name is another file
+        note.write_bytes(b"new\n")
+        assert note.read_bytes() == b"new\n"
+        os.truncate(note, 2)  # by path, without an open handle
+        assert note.read_bytes() == b"ne"
