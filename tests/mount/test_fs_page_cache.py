@@ -30,7 +30,7 @@ def test_a_small_file_written_and_closed_is_read_from_the_kernels_cache(tmp_path
         for path, content in files.items():
             path.write_bytes(content)
         # Handed over while the write kept the create's mtime: when both fall in
-        # one tick of the file clock (4 ms), as they do but now and then.
+        # one tick of the file clock (4 ms), as they almost always do.
         half = len(files) // 2
         assert _cached(files, half) >= half, "the closed files' pages are not in the cache"
         for path in files:
