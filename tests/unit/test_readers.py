@@ -1,15 +1,18 @@
 """TakeTurns under the loop pyfuse3 runs (internal.pxi: several reader tasks,
 one at a time waiting on the device under the lock, each then handling what
-it read), with a socket for the device: a real trio run, no FUSE."""
+it read), and DeviceWatch, the wait on the device, with a socket for the
+device: a real trio run, no FUSE."""
 
 from __future__ import annotations
 
 import socket
+import threading
 
+import pytest
 import trio
 import trio.testing
 
-from memvault.fs.readers import TakeTurns
+from memvault.fs.readers import CHECKPOINT_EVERY, DeviceWatch, TakeTurns
 
 READERS = 4
 
@@ -121,3 +124,94 @@ def test_a_task_cancelled_while_waiting_for_the_lock_leaves_the_queue():
             assert lock.owner is trio.lowlevel.current_task()
 
     trio.run(waiter_cancelled)
+
+
+# -- DeviceWatch: a request queued, or queued within the spin, is read at once ----
+
+
+def test_requests_already_queued_are_read_without_a_checkpoint_then_trio_gets_a_turn():
+    watch = DeviceWatch(spin_s=0)
+    ran_at: list[int] = []
+
+    async def main() -> list[int]:
+        device, client = socket.socketpair()
+        with device, client, trio.fail_after(10):
+            device.setblocking(False)
+            client.send(b"r" * (CHECKPOINT_EVERY + 10))
+            read = 0
+
+            async def other_task() -> None:
+                await trio.sleep(0)  # runs at the reader's first checkpoint
+                ran_at.append(read)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(other_task)
+                await trio.sleep(0)  # other_task is now waiting to be scheduled again
+                for _ in range(CHECKPOINT_EVERY + 10):
+                    await watch.wait_readable(device)
+                    assert device.recv(1) == b"r"
+                    read += 1
+        return ran_at
+
+    assert trio.run(main) == [CHECKPOINT_EVERY]  # never before the cap, then at once
+    assert watch.at_once == CHECKPOINT_EVERY + 9 and watch.waited == 1
+
+
+def test_a_request_sent_within_the_spin_is_read_at_once_and_none_sleeps_in_trio():
+    watch = DeviceWatch(spin_s=5.0)
+
+    async def main() -> None:
+        device, client = socket.socketpair()
+        with device, client, trio.fail_after(10):
+            device.setblocking(False)
+            sender = threading.Timer(0.05, client.send, (b"r",))
+            sender.start()
+            try:
+                await watch.wait_readable(device)  # spins: the sender is another thread
+            finally:
+                sender.join()
+            assert device.recv(1) == b"r"
+
+    trio.run(main)
+    assert (watch.at_once, watch.waited) == (1, 0)
+
+
+def test_with_nothing_queued_a_reader_waits_in_trio_and_other_tasks_run():
+    watch = DeviceWatch(spin_s=0.001)
+
+    async def main() -> None:
+        device, client = socket.socketpair()
+        with device, client, trio.fail_after(10):
+            device.setblocking(False)
+            async with trio.open_nursery() as nursery:
+
+                async def send_later() -> None:
+                    await trio.sleep(0.05)  # runs only if the reader yields
+                    client.send(b"r")
+
+                nursery.start_soon(send_later)
+                await watch.wait_readable(device)
+            assert device.recv(1) == b"r"
+
+    trio.run(main)
+    assert (watch.at_once, watch.waited) == (0, 1)
+
+
+def test_a_device_closed_while_a_reader_waits_raises_as_trio_does():
+    watch = DeviceWatch(spin_s=0)
+
+    async def main() -> None:
+        device, client = socket.socketpair()
+        with device, client, trio.fail_after(10):
+            device.setblocking(False)
+            async with trio.open_nursery() as nursery:
+
+                async def close_soon() -> None:
+                    await trio.sleep(0.05)
+                    trio.lowlevel.notify_closing(device)
+
+                nursery.start_soon(close_soon)
+                with pytest.raises(trio.ClosedResourceError):
+                    await watch.wait_readable(device)
+
+    trio.run(main)
