@@ -129,31 +129,51 @@ def test_a_task_cancelled_while_waiting_for_the_lock_leaves_the_queue():
 # -- DeviceWatch: a request queued, or queued within the spin, is read at once ----
 
 
-def test_requests_already_queued_are_read_without_a_checkpoint_then_trio_gets_a_turn():
-    watch = DeviceWatch(spin_s=0)
-    total = CHECKPOINT_EVERY * 20
-    seen: list[int] = []  # how many requests were read whenever another task ran
+def run_on_device(body) -> None:
+    """Run ``await body(device, client)`` in a trio run, the device a non-blocking
+    socket the client end writes requests to."""
 
     async def main() -> None:
         device, client = socket.socketpair()
         with device, client, trio.fail_after(10):
             device.setblocking(False)
-            client.send(b"r" * total)
-            read = 0
-
-            async def other_task() -> None:
-                while read < total:  # runnable at every step: it runs whenever trio may
-                    seen.append(read)
-                    await trio.sleep(0)
-
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(other_task)
-                for _ in range(total):
-                    await watch.wait_readable(device)
-                    assert device.recv(1) == b"r"
-                    read += 1
+            await body(device, client)
 
     trio.run(main)
+
+
+def later(nursery: trio.Nursery, fn, *args) -> None:
+    """Call ``fn(*args)`` 50 ms from now, in a task that runs only if the reader yields."""
+
+    async def call() -> None:
+        await trio.sleep(0.05)
+        fn(*args)
+
+    nursery.start_soon(call)
+
+
+def test_requests_already_queued_are_read_without_a_checkpoint_then_trio_gets_a_turn():
+    watch = DeviceWatch(spin_s=0)
+    total = CHECKPOINT_EVERY * 20
+    seen: list[int] = []  # how many requests were read whenever another task ran
+
+    async def body(device, client) -> None:
+        client.send(b"r" * total)
+        read = 0
+
+        async def other_task() -> None:
+            while read < total:  # runnable at every step: it runs whenever trio may
+                seen.append(read)
+                await trio.sleep(0)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(other_task)
+            for _ in range(total):
+                await watch.wait_readable(device)
+                assert device.recv(1) == b"r"
+                read += 1
+
+    run_on_device(body)
     # a checkpoint after every CHECKPOINT_EVERY read at once, and the other task
     # never in between (trio picks which of the two runnable tasks goes first:
     # in 19 checkpoints, it ran)
@@ -166,58 +186,39 @@ def test_requests_already_queued_are_read_without_a_checkpoint_then_trio_gets_a_
 def test_a_request_sent_within_the_spin_is_read_at_once_and_none_sleeps_in_trio():
     watch = DeviceWatch(spin_s=5.0)
 
-    async def main() -> None:
-        device, client = socket.socketpair()
-        with device, client, trio.fail_after(10):
-            device.setblocking(False)
-            sender = threading.Timer(0.05, client.send, (b"r",))
-            sender.start()
-            try:
-                await watch.wait_readable(device)  # spins: the sender is another thread
-            finally:
-                sender.join()
-            assert device.recv(1) == b"r"
+    async def body(device, client) -> None:
+        sender = threading.Timer(0.05, client.send, (b"r",))
+        sender.start()
+        try:
+            await watch.wait_readable(device)  # spins: the sender is another thread
+        finally:
+            sender.join()
+        assert device.recv(1) == b"r"
 
-    trio.run(main)
+    run_on_device(body)
     assert (watch.at_once, watch.waited) == (1, 0)
 
 
 def test_with_nothing_queued_a_reader_waits_in_trio_and_other_tasks_run():
     watch = DeviceWatch(spin_s=0.001)
 
-    async def main() -> None:
-        device, client = socket.socketpair()
-        with device, client, trio.fail_after(10):
-            device.setblocking(False)
-            async with trio.open_nursery() as nursery:
+    async def body(device, client) -> None:
+        async with trio.open_nursery() as nursery:
+            later(nursery, client.send, b"r")
+            await watch.wait_readable(device)
+        assert device.recv(1) == b"r"
 
-                async def send_later() -> None:
-                    await trio.sleep(0.05)  # runs only if the reader yields
-                    client.send(b"r")
-
-                nursery.start_soon(send_later)
-                await watch.wait_readable(device)
-            assert device.recv(1) == b"r"
-
-    trio.run(main)
+    run_on_device(body)
     assert (watch.at_once, watch.waited) == (0, 1)
 
 
 def test_a_device_closed_while_a_reader_waits_raises_as_trio_does():
     watch = DeviceWatch(spin_s=0)
 
-    async def main() -> None:
-        device, client = socket.socketpair()
-        with device, client, trio.fail_after(10):
-            device.setblocking(False)
-            async with trio.open_nursery() as nursery:
+    async def body(device, client) -> None:
+        async with trio.open_nursery() as nursery:
+            later(nursery, trio.lowlevel.notify_closing, device)
+            with pytest.raises(trio.ClosedResourceError):
+                await watch.wait_readable(device)
 
-                async def close_soon() -> None:
-                    await trio.sleep(0.05)
-                    trio.lowlevel.notify_closing(device)
-
-                nursery.start_soon(close_soon)
-                with pytest.raises(trio.ClosedResourceError):
-                    await watch.wait_readable(device)
-
-    trio.run(main)
+    run_on_device(body)
