@@ -299,8 +299,10 @@ SETTLE_MAX_S = 300.0
 
 def settle(targets: list[Target]) -> None:
     """Wait until no daemon is working in the background (memvault's embedding),
-    or about to: a phase is never timed while another target's leftover work
-    takes the cores.
+    or about to, then write every dirty page back: a phase is never timed while
+    another target's leftover work takes the cores. The kernel writes a page
+    back 30 s after it was dirtied; without the sync, the 100 MB that one
+    target wrote went to disk during whichever target's phase came later.
     """
     deadline = time.monotonic() + SETTLE_MAX_S
     while time.monotonic() < deadline:
@@ -310,6 +312,7 @@ def settle(targets: list[Target]) -> None:
         if max(busy) <= 0.02 * SETTLE_WINDOW_S + 1 / TICKS and not any(
             t.pending() for t in targets
         ):
+            os.sync()
             return
     print("warning: a daemon was still busy after 300 s; measuring anyway", file=sys.stderr)
 
