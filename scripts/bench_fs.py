@@ -312,9 +312,10 @@ def settle(targets: list[Target]) -> None:
         if max(busy) <= 0.02 * SETTLE_WINDOW_S + 1 / TICKS and not any(
             t.pending() for t in targets
         ):
-            os.sync()
-            return
-    print("warning: a daemon was still busy after 300 s; measuring anyway", file=sys.stderr)
+            break
+    else:
+        print("warning: a daemon was still busy after 300 s; measuring anyway", file=sys.stderr)
+    os.sync()
 
 
 PLACEMENTS = ("free", "same", "split")
