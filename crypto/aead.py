@@ -84,12 +84,14 @@ def seal(
     plaintext: bytes | bytearray | memoryview,
     ad: bytes,
     padded_len: int | None = None,
-) -> bytes:
+) -> bytes | bytearray:
     """Encrypt and authenticate ``plaintext``, binding it to ``ad``.
 
     ``padded_len`` (at least len(plaintext)) seals the plaintext followed by
     zeros up to that length, so the ciphertext's size shows only the padded
     one. The plaintext is copied once into the output and encrypted in place.
+    A large message comes back in the bytearray it was sealed into: copying
+    it into ``bytes`` took a tenth of the time of a large write.
     """
     _check_key(key)
     n = len(plaintext)
@@ -103,7 +105,7 @@ def seal(
             plaintext = bytes(plaintext) + bytes(size - n)
         cipher, nonce = _ietf(key, memoryview(out)[:NONCE_SIZE])
         cipher.encrypt_into(nonce, plaintext, ad, memoryview(out)[NONCE_SIZE:])
-        return bytes(out)
+        return out
     out[NONCE_SIZE : NONCE_SIZE + n] = plaintext
     out_buf = _from_buffer(out)
     _randombytes(out_buf, NONCE_SIZE)

@@ -615,8 +615,10 @@ class VaultOperations(pyfuse3.Operations):
             lo, hi = max(off, start) - start, min(end, start + CHUNK_SIZE) - start
             length = min(CHUNK_SIZE, size - start)
             part = data[start + lo - off : start + hi - off]
-            if lo == 0 and hi >= length:
-                changed[index] = bytearray(part)  # all of it new: one copy, no read
+            if lo == 0 and hi >= length:  # all of it new: no read
+                # A whole chunk is kept as a view of the request (immutable bytes:
+                # never extended, so never copied); a file's short last one is copied.
+                changed[index] = part if len(part) == CHUNK_SIZE else bytearray(part)
                 continue
             if start >= old_size:
                 chunk = bytearray(length)  # nothing of it stored yet: no read

@@ -11,12 +11,16 @@ close flush at once; an unlock replays what a killed daemon left.
 Entries hold exactly what the LMDB commit would have held (random record ids
 and sealed values), each with a sequence number and a BLAKE2b MAC keyed from
 the master key. The MAC covers every value whole except a file's chunks of 4
-KiB or more, which it covers by their length, CRC-32 and last 16 bytes: a
-chunk is one XChaCha20-Poly1305 seal under its record's key, bound to its
-record, index and generation, so that tag authenticates it, and the CRC
-catches a chunk torn by a power cut. The MAC then reads a few bytes per
-chunk instead of hashing every byte a second time (a chunk forged to keep
-its CRC still fails its own authentication when read). A header at the
+KiB or more, which it covers by their length, last 16 bytes and a CRC-32 of
+a sample of them: a chunk is one XChaCha20-Poly1305 seal under its record's
+key, bound to its record, index and generation, so that tag authenticates
+it, and the sample catches a chunk torn by a power cut. A power cut tears a
+file at disk sectors (512 bytes or more); the sample holds 8 bytes of every
+256, so each sector a chunk fills holds at least 8 sampled bytes, and a
+sector left unwritten (zeros, or older ciphertext) changes them. The MAC
+then reads a thirty-second of a chunk instead of hashing every byte a second
+time (a chunk changed outside its sample fails its own authentication when
+read, as it would with any checksum forged to match). A header at the
 start of the file, MAC'd too and rewritten
 after every entry, names the boot it was written in and the last sequence
 number appended. Within one boot the page cache cannot lose a write, so a
@@ -53,9 +57,11 @@ from .schema import CHUNKS, DB_NAMES
 _HEAD = struct.Struct(">IQ")  # payload length, sequence number
 _OP = struct.Struct(">BBHI")  # database index, op, key length, value length
 _FILE_HEAD = struct.Struct(">4s16sQ")  # magic, boot id, last sequence number
-_MAGIC = b"MVJ3"
+_MAGIC = b"MVJ4"
+_WHOLE_CRC_MAGIC = b"MVJ3"
+"""The previous format, whose summaries hold a CRC-32 of the whole chunk: still replayed."""
 _FULL_MAC_MAGIC = b"MVJ2"
-"""The previous format, whose MACs hash large values whole: still replayed."""
+"""The one before, whose MACs hash large values whole: still replayed."""
 _SUMMARY = struct.Struct(">QI")  # a large value's length and CRC-32, then its tag
 _TAG_SIZE = 16
 _MAC_SIZE = 32
@@ -72,6 +78,9 @@ would serve longer bursts, but emptying it writes every zero again: 16 MiB made
 a burst of new files 6 µs a write slower, in the flush's pauses."""
 _ROOM_FOR_ZEROS = 64 << 20
 """Free disk space below which no zeros are written ahead."""
+
+_SCHEMES = (_MAGIC, _WHOLE_CRC_MAGIC, _FULL_MAC_MAGIC)
+"""The formats replayed, by their magic."""
 
 BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 NO_BOOT = bytes(16)
@@ -145,14 +154,27 @@ def _encode(ops: list[Op]) -> list[bytes]:
     return parts
 
 
-def _summarised(parts: list) -> list:
+_SAMPLE_STRIDE = 256
+_SAMPLE_SIZE = 8
+
+
+def _sample(value: bytes | bytearray | memoryview) -> bytes:
+    """The last 8 bytes of every 256 of ``value`` (see the module docstring)."""
+    whole = len(value) // _SAMPLE_STRIDE * _SAMPLE_STRIDE
+    words = memoryview(value)[:whole].cast("Q")
+    return words[_SAMPLE_STRIDE // _SAMPLE_SIZE - 1 :: _SAMPLE_STRIDE // _SAMPLE_SIZE].tobytes()
+
+
+def _summarised(parts: list, *, sampled: bool = True) -> list:
     """The parts a MAC covers (op header, key, value for each operation): a
-    large chunk by its length, CRC-32 and tag, everything else whole."""
+    large chunk by its length, the CRC-32 of its sample (of all of it in the
+    previous format) and its tag, everything else whole."""
     covered = list(parts)
     for i in range(2, len(parts), 3):
         value = parts[i]
         if len(value) >= SUMMARY_MIN and parts[i - 2][0] == _CHUNKS_DB:
-            covered[i] = _SUMMARY.pack(len(value), zlib.crc32(value)) + value[-_TAG_SIZE:]
+            crc = zlib.crc32(_sample(value) if sampled else value)
+            covered[i] = _SUMMARY.pack(len(value), crc) + value[-_TAG_SIZE:]
     return covered
 
 
@@ -301,14 +323,13 @@ class Journal:
         not; the journal ends cleanly at the file's end or at a zero entry header."""
         data = os.pread(self._fd, self.length, 0)
         found = Contents(None, 0)
-        schemes = (False, True)  # summarised, full: either, while the header says nothing
+        schemes = _SCHEMES  # any, while the header says nothing
         if len(data) >= HEADER_SIZE:
             head, mac = data[: _FILE_HEAD.size], data[_FILE_HEAD.size : HEADER_SIZE]
             magic, boot, seq = _FILE_HEAD.unpack(head)
-            known = magic in (_MAGIC, _FULL_MAC_MAGIC)
-            if known and hmac.compare_digest(mac, self._mac(b"header", head)):
+            if magic in _SCHEMES and hmac.compare_digest(mac, self._mac(b"header", head)):
                 found.boot_id, found.last_seq = boot, seq
-                schemes = (magic == _FULL_MAC_MAGIC,)
+                schemes = (magic,)
         at = HEADER_SIZE
         while at + _HEAD.size <= len(data):
             length, seq = _HEAD.unpack_from(data, at)
@@ -319,7 +340,8 @@ class Journal:
             payload = data[at + _HEAD.size : end - _MAC_SIZE]
             mac = data[end - _MAC_SIZE : end]
             if not any(
-                hmac.compare_digest(mac, self._entry_mac(head, payload, full)) for full in schemes
+                hmac.compare_digest(mac, self._entry_mac(head, payload, scheme))
+                for scheme in schemes
             ):
                 break
             found.entries.append((seq, _decode(payload)))
@@ -328,14 +350,16 @@ class Journal:
         found.end = at
         return found
 
-    def _entry_mac(self, head: bytes, payload: bytes, full: bool) -> bytes:
-        """The MAC an entry should carry (b"" for a payload that does not parse)."""
-        if full:
+    def _entry_mac(self, head: bytes, payload: bytes, scheme: bytes) -> bytes:
+        """The MAC an entry should carry in the format ``scheme`` names (a magic;
+        b"" for a payload that does not parse)."""
+        if scheme == _FULL_MAC_MAGIC:
             return self._mac(head, payload)
         try:
-            return self._mac(head, *_summarised(_split(payload)))
+            parts = _split(payload)
         except struct.error:
             return b""
+        return self._mac(head, *_summarised(parts, sampled=scheme == _MAGIC))
 
     def cut(self, end: int) -> None:
         """Append after the entries that verify, which end at ``end``: what follows

@@ -112,7 +112,9 @@ class Sealer:
         del plain[length:]
         return plain
 
-    def seal_chunk(self, entry: Entry, index: int, gen: int, data: bytes | bytearray) -> bytes:
+    def seal_chunk(
+        self, entry: Entry, index: int, gen: int, data: bytes | bytearray | memoryview
+    ) -> bytes | bytearray:
         ad = self.ad(Kind.CHUNK, entry.record_id + index.to_bytes(4, "big"), gen)
         return seal(entry.data_key, data, ad, padding.bucket(len(data)))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -9,7 +10,6 @@ import subprocess
 import sys
 import textwrap
 import uuid
-import zlib
 
 import pytest
 
@@ -415,69 +415,62 @@ def _large_values(data: bytes) -> list[tuple[int, int]]:
     return found
 
 
-def _force_crc32(buf: bytearray, at: int, target: int) -> None:
-    """Set buf[at:at+4] so that crc32(buf) == target (CRC-32 is affine: solve over GF(2))."""
-    zero = zlib.crc32(bytes(len(buf)))
-
-    def effect(bit: int) -> int:
-        probe = bytearray(len(buf))
-        probe[at + bit // 8] = 1 << (bit % 8)
-        return zlib.crc32(probe) ^ zero
-
-    buf[at : at + 4] = bytes(4)
-    need = zlib.crc32(buf) ^ target
-    pivots: dict[int, tuple[int, int]] = {}  # highest bit -> (vector, patch bits giving it)
-    for bit in range(32):
-        vector, combo = effect(bit), 1 << bit
-        while vector and (top := vector.bit_length() - 1) in pivots:
-            vector, combo = vector ^ pivots[top][0], combo ^ pivots[top][1]
-        if vector:
-            pivots[vector.bit_length() - 1] = (vector, combo)
-    patch = 0
-    while need:
-        vector, combo = pivots[need.bit_length() - 1]
-        need, patch = need ^ vector, patch ^ combo
-    buf[at : at + 4] = patch.to_bytes(4, "little")
-    assert zlib.crc32(buf) == target
-
-
 def test_a_large_journaled_value_is_authenticated_by_its_own_seal(vault_path):
-    """Entry MACs cover a large value by length, CRC-32 and Poly1305 tag: a torn or
-    flipped value is refused at unlock; one forged to keep its CRC passes the
-    journal but fails its own authentication when read."""
+    """Entry MACs cover a large value by its length, tag and a CRC-32 of 8 bytes of
+    every 256: a disk sector a power cut left unwritten, or a flip in the sample,
+    is refused at unlock; a flip outside it passes the journal but fails the
+    value's own authentication when read."""
     _killed_big_writer(vault_path)
     journal = journal_path(vault_path)
     data = journal.read_bytes()
     offset, length = _large_values(data)[0]
+    sector = -(-(offset + 1000) // 512) * 512  # the first whole file sector past 1,000 bytes in
+    in_sample = offset + 256 * 3 + 250  # the 8 sampled bytes are the last of every 256
+    damages = {
+        "a sector of zeros": (sector, bytes(512)),
+        "a sector of older bytes": (sector, os.urandom(512)),
+        "a flip in the sample": (in_sample, bytes([data[in_sample] ^ 1])),
+    }
+    for name, (at, replacement) in damages.items():
+        damaged = bytearray(data)
+        damaged[at : at + len(replacement)] = replacement
+        journal.write_bytes(bytes(damaged))
+        with pytest.raises(errors.VaultTampered):
+            reopen(vault_path, readonly=True).close()
+            pytest.fail(f"{name} was not refused")
 
-    flipped = bytearray(data)
-    flipped[offset + 1000] ^= 1
-    journal.write_bytes(bytes(flipped))
-    with pytest.raises(errors.VaultTampered):
-        reopen(vault_path, readonly=True)
-
-    value = bytearray(data[offset : offset + length])
-    crc = zlib.crc32(value)
-    value[1000] ^= 1
-    _force_crc32(value, 2000, crc)
     forged = bytearray(data)
-    forged[offset : offset + length] = value
+    forged[offset + 1000] ^= 1  # outside the sample
     journal.write_bytes(bytes(forged))
     with reopen(vault_path, readonly=True) as ro, pytest.raises(errors.MemoryCorrupted):
         ro.get("big.bin")
 
 
-def test_a_journal_in_the_previous_format_is_replayed(vault_path, tmp_path, monkeypatch):
-    """A journal a killed daemon of the previous version left (MACs over whole values)."""
-    monkeypatch.setattr(journal_module, "_MAGIC", journal_module._FULL_MAC_MAGIC)
-    monkeypatch.setattr(journal_module, "_summarised", lambda parts: parts)
+@pytest.mark.parametrize(
+    "magic, summarised",
+    [
+        (journal_module._FULL_MAC_MAGIC, lambda parts: parts),
+        (
+            journal_module._WHOLE_CRC_MAGIC,
+            functools.partial(journal_module._summarised, sampled=False),
+        ),
+    ],
+    ids=["whole values", "whole CRC"],
+)
+def test_a_journal_in_a_previous_format_is_replayed(
+    vault_path, tmp_path, monkeypatch, magic, summarised
+):
+    """A journal a killed daemon of a previous version left: MACs over whole values,
+    or summaries with a CRC-32 of the whole chunk."""
+    monkeypatch.setattr(journal_module, "_MAGIC", magic)
+    monkeypatch.setattr(journal_module, "_summarised", summarised)
     Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
     content = os.urandom(300_000)
     crashed = tmp_path / "crashed" / "memory.vault"
     crashed.parent.mkdir()
     with reopen(vault_path, journal=True) as v:
         v.put("big.bin", content)
-        assert journal_path(vault_path).read_bytes()[:4] == b"MVJ2"
+        assert journal_path(vault_path).read_bytes()[:4] == magic
         shutil.copy(vault_path, crashed)  # the files as a killed daemon leaves them
         shutil.copy(journal_path(vault_path), journal_path(crashed))
     forget_vaults_seen()  # the copies are older than the vault they came from, which went on
