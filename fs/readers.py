@@ -23,6 +23,7 @@ within a few tens of µs, without a sleep in trio's epoll and the wakeup after.
 from __future__ import annotations
 
 import collections
+import os
 import select
 import time
 import types
@@ -87,8 +88,12 @@ serial caller (a tool writing one file after another) sends its next request
 within tens of µs of our reply; reading it then saves the sleep in epoll and
 the wakeup (a context switch each way, and a round through trio's scheduler):
 up to a third of the time of 2,000 small files created, here. The watch
-does not yield the CPU between asks (sched_yield measured no better): a
-caller on the same CPU preempts it as our reply wakes it."""
+yields the CPU between asks: a caller on the same CPU (the scheduler's
+choice when the other is busy) runs at once, not when it preempts the
+watch, and sends its next request meanwhile; with the CPU to itself the
+watch's yield returns at once. 2,000 files created, same run, the caller
+and the daemon on one CPU: 871 against 1,029 ms spinning without yielding;
+placement free: 958 against 1,041 ms."""
 
 CHECKPOINT_EVERY = 64
 """Requests read at once in a row, at most: then a reader waits through trio (a
@@ -100,9 +105,9 @@ class DeviceWatch:
     """``wait_readable`` for pyfuse3's readers: a request already queued, or queued
     within ``spin_s``, is read at once, without trio; otherwise trio waits.
 
-    The watch asks with poll(2) and a timeout of 0, so a reader never sleeps in
-    the kernel while it watches; an idle mount spends nothing: the watch
-    starts only after a request.
+    The watch asks with poll(2) and a timeout of 0, yielding the CPU between
+    asks, so a reader never sleeps in the kernel while it watches; an idle
+    mount spends nothing: the watch starts only after a request.
     """
 
     def __init__(self, spin_s: float = SPIN_S) -> None:
@@ -137,6 +142,7 @@ class DeviceWatch:
                 return ready[0][1] == select.POLLIN
             if time.perf_counter() >= deadline:
                 return False
+            os.sched_yield()
 
 
 class _Lowlevel(types.ModuleType):
