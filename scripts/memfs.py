@@ -65,6 +65,7 @@ from nacl.utils import random
 
 from memvault.crypto.aead import open_sealed, seal
 from memvault.fs import readers
+from memvault.vault.journal import _sample
 
 TIMEOUT = 60.0
 CHUNK = 64 << 10
@@ -85,8 +86,8 @@ class Journal:
         head = struct.pack(">IQ", sum(map(len, parts)), self.seq)
         mac = hashlib.blake2b(head, key=self.mac_key, digest_size=32)
         for part in parts:
-            if len(part) >= 4096:  # a sealed chunk: its length, CRC-32 and tag
-                mac.update(struct.pack(">QI", len(part), zlib.crc32(part)) + part[-16:])
+            if len(part) >= 4096:  # a sealed chunk: length, CRC-32 of memvault's sample, tag
+                mac.update(struct.pack(">QI", len(part), zlib.crc32(_sample(part))) + part[-16:])
             else:
                 mac.update(part)
         entry = [head, *parts, mac.digest()]
