@@ -423,7 +423,7 @@ def test_a_large_journaled_value_is_authenticated_by_its_own_seal(vault_path):
     _killed_big_writer(vault_path)
     journal = journal_path(vault_path)
     data = journal.read_bytes()
-    offset, length = _large_values(data)[0]
+    offset, _ = _large_values(data)[0]
     sector = -(-(offset + 1000) // 512) * 512  # the first whole file sector past 1,000 bytes in
     in_sample = offset + 256 * 3 + 250  # the 8 sampled bytes are the last of every 256
     damages = {
