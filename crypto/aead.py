@@ -117,12 +117,16 @@ def seal(
 
 
 def open_sealed(
-    key: bytes | bytearray, sealed: bytes | memoryview, ad: bytes, out: bytearray | None = None
+    key: bytes | bytearray,
+    sealed: bytes | memoryview,
+    ad: bytes,
+    out: bytearray | memoryview | None = None,
 ) -> bytearray:
     """Authenticate and decrypt a sealed message; raise DecryptionError if anything differs.
 
-    The plaintext is returned in a bytearray (``out`` if given) so that callers
-    holding key material can wipe it.
+    The plaintext is returned in a bytearray so that callers holding key
+    material can wipe it, or written into ``out`` (a writable buffer of exactly
+    the plaintext's length, such as part of a larger one), which is returned.
     """
     _check_key(key)
     if len(sealed) < OVERHEAD:

@@ -586,8 +586,14 @@ class VaultOperations(pyfuse3.Operations):
         end = min(off + size, meta.size)
         if off >= end:
             return b""
+        first, last = off // CHUNK_SIZE, (end - 1) // CHUNK_SIZE
+        if meta.chunked and last > first:  # a large read (the kernel asks 1 MiB at once)
+            start = first * CHUNK_SIZE
+            return memoryview(self.vault.read_span(state.record_id, first, last - first + 1))[
+                off - start : end - start
+            ]
         parts = []
-        for index in range(off // CHUNK_SIZE, (end - 1) // CHUNK_SIZE + 1):
+        for index in range(first, last + 1):
             start = index * CHUNK_SIZE
             chunk = memoryview(self._chunk(state, index, meta))
             parts.append(chunk[max(off - start, 0) : end - start])

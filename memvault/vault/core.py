@@ -704,6 +704,19 @@ class Vault:
                 raise IsADirectory(entry.meta.path)
             return self._read_chunk(entry, index)
 
+    def read_span(self, record_id: bytes, first: int, count: int) -> bytearray:
+        """Chunks ``first`` to ``first + count - 1`` of a file's content in one new
+        buffer, as long as the file says (a large read: see Bodies.read_span)."""
+        with self._lock:
+            entry = self._tree.of(record_id)
+            if entry.meta.type != FILE:
+                raise IsADirectory(entry.meta.path)
+            if not entry.meta.chunked or record_id in self._writer.staged:
+                start = first * CHUNK_SIZE
+                return self._read_chunk(entry, 0)[start : start + count * CHUNK_SIZE]
+            with self._store.read() as txn, self._corruption(entry):
+                return self._bodies.read_span(txn, entry, first, count)
+
     def readlink_record(self, record_id: bytes) -> str:
         with self._lock:
             entry = self._tree.of(record_id)

@@ -118,10 +118,11 @@ class Sealer:
         ad = self.ad(Kind.CHUNK, entry.record_id + index.to_bytes(4, "big"), gen)
         return seal(entry.data_key, data, ad, padding.bucket(len(data)))
 
-    def open_chunk(self, entry: Entry, index: int, gen: int, stored) -> bytearray:
-        """A chunk's plaintext, still padded with zeros (DecryptionError)."""
+    def open_chunk(self, entry: Entry, index: int, gen: int, stored, out=None):
+        """A chunk's plaintext, still padded with zeros, in ``out`` if given: a
+        writable buffer exactly that long (DecryptionError)."""
         ad = self.ad(Kind.CHUNK, entry.record_id + index.to_bytes(4, "big"), gen)
-        return open_sealed(entry.data_key, stored, ad)
+        return open_sealed(entry.data_key, stored, ad, out)
 
     def pack_record(self, entry: Entry, sealed_body: bytes) -> bytes:
         """A record's stored value: its sealed generation, metadata and the given body."""

@@ -236,6 +236,34 @@ def test_a_write_that_fails_to_commit_changes_nothing_kept(tmp_path):
             vault.close()
 
 
+def test_a_large_read_spans_chunks_at_any_offset(ops):
+    """The kernel reads a large file 1 MiB at a time (whole chunks decrypted into
+    one buffer); any other offset and length reads the same bytes."""
+    data = os.urandom(3 * CHUNK + 1000)
+    inode = create(ops, ROOT, b"big.bin", data)
+
+    async def go():
+        info = await ops.open(inode, os.O_RDONLY, CTX)
+        try:
+            return [
+                bytes(await ops.read(info.fh, off, size))
+                for off, size in (
+                    (0, 1 << 20),
+                    (CHUNK - 5, CHUNK + 10),
+                    (100, 3 * CHUNK),
+                    (3 * CHUNK + 999, 50),
+                )
+            ]
+        finally:
+            await ops.release(info.fh)
+
+    whole, across, unaligned, tail = run(go)
+    assert whole == data
+    assert across == data[CHUNK - 5 : 2 * CHUNK + 5]
+    assert unaligned == data[100 : 3 * CHUNK + 100]
+    assert tail == data[-1:]
+
+
 def test_truncating_a_large_file_to_nothing_decrypts_nothing(ops, vault, monkeypatch):
     inode = create(ops, ROOT, b"big.bin", os.urandom(2 << 20))
     decrypted = []

@@ -29,6 +29,10 @@ def test_a_large_file_is_chunks_and_a_small_table(vault, vault_path):
     assert vault.get("big.bin") == data
     assert vault.read_chunk(rid, 3) == data[3 * CHUNK_SIZE : 4 * CHUNK_SIZE]
     assert vault.read_chunk(rid, 16) == data[16 * CHUNK_SIZE :]  # the 17 bytes of the last
+    # A large read: several chunks at once, the short last one (padded) too.
+    assert vault.read_span(rid, 0, 4) == data[: 4 * CHUNK_SIZE]
+    assert vault.read_span(rid, 14, 16) == data[14 * CHUNK_SIZE :]
+    assert vault.read_span(rid, 17, 4) == b""
     vault.close()
     assert len(chunk_values(vault_path)) == 17
     with rawvault.raw(vault_path) as (txn, dbs):
@@ -86,6 +90,8 @@ def test_a_moved_dropped_or_old_chunk_is_an_explicit_error(vault, vault_path, at
     with reopen(vault_path, readonly=True) as v:
         with pytest.raises(MemoryCorrupted, match="big.bin"):
             v.get("big.bin")
+        with pytest.raises(MemoryCorrupted, match="big.bin"):
+            v.read_span(rid, 0, 4)
         assert v.read_chunk(rid, 0) == data[:CHUNK_SIZE], "the chunks left alone still read"
         assert len(v.get("other.bin")) == 4 * CHUNK_SIZE
 
@@ -98,6 +104,9 @@ def test_holes_are_stored_nowhere_and_truncation_cuts(vault, vault_path):
     assert vault.read_chunk(rid, 0)[:2] == b"x\0"
     assert vault.read_chunk(rid, 100) == bytes(CHUNK_SIZE)
     vault.write_chunks(rid, {50: b"y" * CHUNK_SIZE}, 10 * MB)
+    # chunk 0 was stored 1 byte long, 49 and 51 are holes
+    assert vault.read_span(rid, 0, 2) == b"x" + bytes(2 * CHUNK_SIZE - 1)
+    assert vault.read_span(rid, 49, 3) == bytes(CHUNK_SIZE) + b"y" * CHUNK_SIZE + bytes(CHUNK_SIZE)
     vault.close()
     assert len(chunk_values(vault_path)) == 2, "chunk 0 and chunk 50; the rest are holes"
     with reopen(vault_path) as v:
