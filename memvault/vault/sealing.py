@@ -118,7 +118,7 @@ class Sealer:
         ad = self.ad(Kind.CHUNK, entry.record_id + index.to_bytes(4, "big"), gen)
         return seal(entry.data_key, data, ad, padding.bucket(len(data)))
 
-    def open_chunk(self, entry: Entry, index: int, gen: int, stored, out=None):
+    def open_chunk(self, entry: Entry, index: int, gen: int, stored, out: memoryview | None = None):
         """A chunk's plaintext, still padded with zeros, in ``out`` if given: a
         writable buffer exactly that long (DecryptionError)."""
         ad = self.ad(Kind.CHUNK, entry.record_id + index.to_bytes(4, "big"), gen)
