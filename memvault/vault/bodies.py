@@ -154,7 +154,7 @@ class Bodies:
                 continue  # a hole: zeros
             stored = txn.get(self.chunk_key(entry.record_id, index), db=CHUNKS)
             if stored is None or len(stored) - OVERHEAD != length:  # missing, padded or short
-                view[at : at + length] = self._chunk(txn, entry, index, gen)
+                view[at : at + length] = self._open_chunk(entry, index, gen, stored, length)
                 continue
             try:
                 self._sealer.open_chunk(entry, index, gen, stored, view[at : at + length])
@@ -167,6 +167,10 @@ class Bodies:
         if gen == 0:
             return bytearray(length)
         stored = txn.get(self.chunk_key(entry.record_id, index), db=CHUNKS)
+        return self._open_chunk(entry, index, gen, stored, length)
+
+    def _open_chunk(self, entry: Entry, index: int, gen: int, stored, length: int) -> bytearray:
+        """A stored chunk's plaintext, ``length`` bytes (ChunkMissing)."""
         if stored is None:
             raise ChunkMissing(f"chunk {index} is missing")
         try:
