@@ -83,7 +83,7 @@ def serve(
     record = MountRecord(str(vault.path), str(mountpoint), os.getpid(), time.time())
     syncing = SyncServices(vault, on_applied=ops.forget_paths)
     daemon = _Daemon(vault, search, syncing, record)
-    readers.install()
+    readers.install(after_reply=vault.catch_up)
     pyfuse3.init(ops, str(mountpoint), mount_options(allow_other))
     try:
         record.save()

@@ -4,7 +4,8 @@ Everything but fsync and search queries is answered on the trio thread:
 metadata from the unlocked vault's in-memory index, contents chunk by chunk
 (a read decrypts the 64 KiB chunks it touches, a write re-seals them), and
 every write() is committed to the journal before it returns (one write(),
-cheaper than a thread hop). So close() needs nothing: FLUSH is answered
+cheaper than a thread hop), and the bookkeeping after it waits until the
+reply is sent (vault/later.py). So close() needs nothing: FLUSH is answered
 ENOSYS once, and the kernel stops sending it. fsync and queries run in a
 worker thread (`trio.to_thread`). The Vault itself is thread-safe.
 
@@ -93,6 +94,7 @@ def request(handler: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]
     @functools.wraps(handler)
     async def wrapper(self: VaultOperations, *args, **kwargs) -> T:
         self.activity.touch()
+        self.catch_up()  # what the last request left for after its reply (vault/later.py)
         ctx = args[-1] if args else None
         if type(ctx) is pyfuse3.RequestContext:  # who asks, for the audit trail
             current_caller.set(process_caller(ctx.pid, ctx.uid))
@@ -138,6 +140,7 @@ class VaultOperations(pyfuse3.Operations):
         self.xattrs = xattrs
         self.check_access = check_access
         self.activity = vault.activity
+        self.catch_up = vault.catch_up
         self.search = search
         self.mountpoint = mountpoint
         self.results = ResultCache(SEARCH_INODE + 1)

@@ -27,6 +27,7 @@ import os
 import select
 import time
 import types
+from collections.abc import Callable
 
 import pyfuse3
 import trio
@@ -117,12 +118,17 @@ class DeviceWatch:
         self._in_a_row = 0
         self._device: object = None
         self._poll = select.poll()
+        self.after_reply: Callable[[], None] | None = None
+        """Work the handlers left for after their reply (vault/later.py): run when a
+        reader comes back to the device, before it looks for the next request."""
 
     async def wait_readable(self, device) -> None:
         if device != self._device:  # the session's fd: the same at every call
             self._poll = select.poll()
             self._poll.register(device, select.POLLIN)
             self._device = device
+        if self.after_reply is not None:
+            self.after_reply()
         if self._in_a_row < CHECKPOINT_EVERY and self._queued():
             self._in_a_row += 1
             self.at_once += 1
@@ -171,11 +177,16 @@ class _Trio(types.ModuleType):
         return getattr(trio, name)
 
 
-def install() -> bool:
-    """Give pyfuse3's reader tasks a TakeTurns lock (before pyfuse3.main). False
-    if this pyfuse3 does not take trio from where its asyncio layer puts it:
-    then its own lock stays, slower and just as correct."""
-    if getattr(pyfuse3, "trio", None) is not trio:
-        return isinstance(getattr(pyfuse3, "trio", None), _Trio)
-    pyfuse3.trio = _Trio("trio")
+def install(after_reply: Callable[[], None] | None = None) -> bool:
+    """Give pyfuse3's reader tasks a TakeTurns lock and a DeviceWatch that runs
+    ``after_reply`` (before pyfuse3.main). False if this pyfuse3 does not take
+    trio from where its asyncio layer puts it: then its own lock and wait stay,
+    slower and just as correct (the work left for later then waits for the
+    next request)."""
+    if getattr(pyfuse3, "trio", None) is trio:
+        pyfuse3.trio = _Trio("trio")
+    installed = getattr(pyfuse3, "trio", None)
+    if not isinstance(installed, _Trio):
+        return False
+    installed.lowlevel.watch.after_reply = after_reply
     return True

@@ -89,6 +89,13 @@ def journal_entry_ends(data: bytes) -> list[int]:
     return ends
 
 
+def journal_seqs(data: bytes) -> tuple[int, list[int]]:
+    """The sequence number a journal file's header names, and each entry's."""
+    header_seq = int.from_bytes(data[20:28], "big")  # after the magic and the boot id
+    starts = [HEADER_SIZE, *journal_entry_ends(data)[:-1]]
+    return header_seq, [int.from_bytes(data[at + 4 : at + 12], "big") for at in starts]
+
+
 def journal_is_empty(path: Path) -> bool:
     """No entry in a journal file: everything in it was moved into the vault file."""
     with open(path, "rb") as f:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import gc
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -58,6 +57,7 @@ from .damage import Damage
 from .header import FORMAT_VERSION, Header
 from .housekeeping import DEFAULT_COMPACT_DELAY
 from .keyslots import PASSPHRASE_ONLY, Factors, candidates, unlock
+from .later import LaterLock
 from .loading import (
     Loader,
     VaultInfo,
@@ -120,7 +120,7 @@ class Vault:
         self.slots = slots
         self._sealer = Sealer(header, master_key)
         self._state_key = self._sealer.derive(b"memvault.state")
-        self._lock = threading.RLock()
+        self._lock = LaterLock()
         self._tree = PathTree()
         self._bodies = Bodies(self._sealer, self._stored_record)
         self.activity = Activity()
@@ -934,14 +934,17 @@ class Vault:
                 os.getgid() if gid is None else gid,
                 target=target,
             )
-            write = self._writer.new_record(meta)
             if opened and kind == FILE and self._store.has_room():
-                self._writer.stage(write)
+                # Nothing stored yet (Writer.stage): what the reply needs is the id.
+                record_id, caller = self._writer.new_id(), current_caller.get()
+                self._lock.later.append(lambda: self._writer.stage_new(record_id, meta, caller))
             else:
+                write = self._writer.new_record(meta)
                 self._writer.commit([write])
+                record_id = write.entry.record_id
         if kind == FILE:
-            self._notify([("put", write.entry.record_id, norm, b"")])
-        return write.entry.record_id, meta
+            self._notify([("put", record_id, norm, b"")])
+        return record_id, meta
 
     def link_count(self, record_id: bytes | None) -> int:
         """st_nlink of a record (None: the root): 2 plus its subdirectories for a
@@ -1314,11 +1317,16 @@ class Vault:
 
     # -- compaction and closing ------------------------------------------------------
 
+    def catch_up(self) -> None:
+        """Finish the bookkeeping the last changes left for later (later.py): the
+        mount calls this once it has replied."""
+        self._lock.catch_up()
+
     def store_new_files(self) -> None:
         """Store the files created and not written since (the filesystem calls this
         at each RELEASE, which the kernel sends soon after a close, not before
         close() returns)."""
-        if self._writer.staged:  # the common case, without the lock: nothing staged
+        if self._writer.staged or self._lock.later:  # the common case: neither, no lock
             with self._lock:
                 if not self._closed and not self._store.readonly:
                     self._writer.store_staged()

@@ -21,9 +21,9 @@ sector left unwritten (zeros, or older ciphertext) changes them. The MAC
 then reads a thirty-second of a chunk instead of hashing every byte a second
 time (a chunk changed outside its sample fails its own authentication when
 read, as it would with any checksum forged to match). A header at the
-start of the file, MAC'd too and rewritten
-after every entry, names the boot it was written in and the last sequence
-number appended. Within one boot the page cache cannot lose a write, so a
+start of the file, MAC'd too and rewritten after every entry (on the mount's
+hot paths once it has replied, see append), names the boot it was written in
+and the last sequence number appended. Within one boot the page cache cannot lose a write, so a
 journal that ends before its header says, or whose last entry fails its MAC,
 was damaged or cut on purpose; only after a restart (a power cut) may its
 tail be torn. The store decides what to accept (see Store.attach_journal).
@@ -244,6 +244,7 @@ class Journal:
         self.epoch = 0  # bumped whenever the file is emptied: older Refs are stale
         self._fsynced = False  # since it was last emptied (see expect_fsyncs)
         self._keyed = KeyedBlake2b(key, _MAC_SIZE)
+        self._header_due: int | None = None  # the sequence number the header must name next
 
     def _mac(self, *parts: bytes) -> bytes:
         return self._keyed.mac(parts)
@@ -256,6 +257,7 @@ class Journal:
         """Begin an empty journal for this boot, durably (its absence would mean loss)."""
         self._boot = boot_id
         self.epoch += 1
+        self._header_due = None
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, self._header(seq), 0)
         self.length = HEADER_SIZE
@@ -267,10 +269,14 @@ class Journal:
             os.close(directory)
         self.size = HEADER_SIZE
 
-    def append(self, seq: int, ops: list[Op]) -> list[Op]:
+    def append(self, seq: int, ops: list[Op], *, header_later: bool = False) -> list[Op]:
         """Append one entry with a single write, then the header; on failure leave neither.
 
-        Returns the ops with each large value replaced by its Ref in the file.
+        ``header_later`` leaves the header to write_due_header, which the caller
+        runs once it has replied (vault/later.py): a replay takes every entry
+        that verifies, so the entry is kept either way, and a header rewritten
+        a moment later still sees a cut made meanwhile. Returns the ops with
+        each large value replaced by its Ref in the file.
         """
         parts = _encode(ops)
         length = sum(map(len, parts))
@@ -289,7 +295,11 @@ class Journal:
         try:
             if os.pwritev(self._fd, entry, self.size) != size:
                 raise OSError(28, "short write to the journal")
-            os.pwrite(self._fd, self._header(seq), 0)
+            if header_later:
+                self._header_due = seq
+            else:
+                os.pwrite(self._fd, self._header(seq), 0)
+                self._header_due = None
         except OSError:  # the file as it was: its length, zeros past the entries
             os.ftruncate(self._fd, self.length)
             if self.length > self.size:
@@ -361,6 +371,12 @@ class Journal:
             return b""
         return self._mac(head, *_summarised(parts, sampled=scheme == _MAGIC))
 
+    def write_due_header(self) -> None:
+        """The header an append left for later (see append)."""
+        if self._header_due is not None:
+            os.pwrite(self._fd, self._header(self._header_due), 0)
+            self._header_due = None
+
     def cut(self, end: int) -> None:
         """Append after the entries that verify, which end at ``end``: what follows
         them (zeros, or a torn tail) is cleared, so a replay finds the next entry."""
@@ -380,6 +396,7 @@ class Journal:
         since it was last emptied, else cut off. True if zeros were written (to
         fdatasync now, not with the next fsync() of a file)."""
         self.epoch += 1
+        self._header_due = None
         zeros, self._fsynced = self._fsynced, False
         self._clear(HEADER_SIZE, self.size, keep_zeros=zeros)
         os.pwrite(self._fd, self._header(seq), 0)
@@ -418,10 +435,13 @@ class Journal:
             os.pwrite(self._fd, bytes(min(end, keep) - start), start)
 
     def duplicate_fd(self) -> int:
-        """A second descriptor of the journal file (to fdatasync it without the store's lock)."""
+        """A second descriptor of the journal file (to fdatasync it without the store's
+        lock), its header written first."""
+        self.write_due_header()
         return os.dup(self._fd)
 
     def close(self) -> None:
         if self._fd >= 0:
+            self.write_due_header()
             os.close(self._fd)
             self._fd = -1

@@ -421,14 +421,15 @@ class Store:
         self.append_ops(txn.ops)
         return result
 
-    def append_ops(self, ops: list[Op]) -> None:
+    def append_ops(self, ops: list[Op], *, header_later: bool = False) -> None:
         """Journal a change given as its operations (one entry, no fsync), seen by
         readers at once: write() without a transaction, for a change that reads
-        nothing first (the mount's short paths; the journal must take the writes)."""
+        nothing first (the mount's short paths; the journal must take the writes).
+        ``header_later``: see Journal.append; write_due_header follows."""
         with self._mu:
             seq = self._seq + 1
             try:
-                kept = self._journal.append(seq, ops)
+                kept = self._journal.append(seq, ops, header_later=header_later)
             except OSError as exc:
                 if exc.errno == errno.ENOSPC:
                     raise DiskFull(self.path) from exc
@@ -436,6 +437,12 @@ class Store:
             self._seq = seq
             self._pending.append(kept)
             apply_to_overlay(self._overlay, kept)
+
+    def write_due_header(self) -> None:
+        """The journal header an append_ops(header_later=True) left for later."""
+        with self._mu:
+            if self._journal is not None:
+                self._journal.write_due_header()
 
     def _resolve(self, ref: Ref) -> bytes:
         """A large journaled value, read back from the journal file (page cache);

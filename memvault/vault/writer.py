@@ -16,7 +16,6 @@ import hashlib
 import logging
 import os
 import struct
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from .audit import MAX_ENTRIES, AuditLog, Caller, Checkpoint, Pending, current_c
 from .bodies import CHUNK_SIZE, Bodies, chunk_count
 from .housekeeping import Housekeeper
 from .journal import DELETE, NO_BOOT, PUT, Op, current_boot_id
+from .later import LaterLock
 from .loading import seal_snapshot
 from .records import DIRECTORY, FILE, Meta
 from .schema import (
@@ -98,7 +98,7 @@ class Writer:
         bodies: Bodies,
         tree: PathTree,
         state_key: bytearray,
-        lock: threading.RLock,
+        lock: LaterLock,
         compact_delay: float | None,
         activity: Activity,
     ) -> None:
@@ -135,14 +135,26 @@ class Writer:
 
     # -- new records -------------------------------------------------------------
 
-    def new_record(self, meta: Meta) -> Write:
-        """A new record with an empty body: every record has one, so types look alike
-        (the body is sealed when the record is stored, see _put_record)."""
+    def new_id(self) -> bytes:
+        """A record id no record has."""
         record_id = os.urandom(ID_SIZE)
         while record_id in self.tree.by_id:  # pragma: no cover - 2^-128
             record_id = os.urandom(ID_SIZE)
+        return record_id
+
+    def new_record(self, meta: Meta, record_id: bytes | None = None) -> Write:
+        """A new record with an empty body: every record has one, so types look alike
+        (the body is sealed when the record is stored, see _put_record)."""
+        record_id = self.new_id() if record_id is None else record_id
         data_key, wrapped = self.sealer.new_data_key(record_id)
         return Write(Entry(record_id, meta, data_key), None, None, wrapped)
+
+    def stage_new(self, record_id: bytes, meta: Meta, caller: Caller) -> None:
+        """stage() a new file for ``caller``, its key made now (the work a create
+        leaves for after its reply, later.py)."""
+        write = self.new_record(meta, record_id)
+        write.caller = caller
+        self.stage(write)
 
     def stage(self, write: Write) -> None:
         """Add a new empty file to the tree now and store it with the next commit.
@@ -216,8 +228,9 @@ class Writer:
         inline file, before and after, stored or staged alone, while the
         journal takes the writes. It skips what that case cannot need (the
         batch's directory times, other staged files, shreds, moves, a stored
-        snapshot to drop): a quarter of a write's time. None: take the
-        general path.
+        snapshot to drop): a quarter of a write's time. What follows the
+        journal entry (the integrity sum, the audit event, the timers) waits
+        for the mount's reply (journal_ops). None: take the general path.
         """
         meta = entry.meta
         rid = entry.record_id
@@ -238,27 +251,25 @@ class Writer:
         changes = {"size": len(content), "mtime_ns": now, "ctime_ns": now, "body_gen": gen}
         new = Entry(rid, meta.but(gen=gen, **changes), entry.data_key)
         record = self.sealer.pack_record(new, self.sealer.seal_body(new, content))
-        acc = self.acc.copy()
-        if first is None:
-            acc.remove(rid, meta.gen)
-        acc.add(rid, gen)
-        noted = len(self.audit.pending)
-        op = "create" if first is not None else "write"
-        self.audit.note(op, current_caller.get(), rid, meta.path, entry.data_key)
         ops = [Op(_RECORDS_DB, PUT, rid, record)]
         if first is not None:
             ops.append(Op(_KEYS_DB, PUT, rid, first.wrapped_key))
         else:  # new content: its derived data is stale
             ops.append(Op(_DERIVED_DB, DELETE, rid))
-        try:
-            self.journal_ops(ops, owes_compaction=first is None)
-        except BaseException:
-            self.audit.discard_since(noted)
-            raise
+        replaced, caller = first is None, current_caller.get()
+
+        def then() -> None:
+            if replaced:
+                self.acc.remove(rid, meta.gen)
+            self.acc.add(rid, gen)
+            self.audit.note(
+                "write" if replaced else "create", caller, rid, meta.path, entry.data_key
+            )
+            self.housekeeper.committed(self.store.journal_bytes, owes_compaction=replaced)
+
+        self.journal_ops(ops, owes_compaction=replaced, then=then)
         staged.pop(rid, None)
-        self.acc = acc
         self.tree.replace(new)
-        self.housekeeper.committed(self.store.journal_bytes, owes_compaction=first is None)
         return new.meta
 
     def _set_body(self, write: Write, old: Entry | None, chunks) -> None:
@@ -341,13 +352,19 @@ class Writer:
         self._written(deferred, owes_compaction, bookkeeping)
         return result
 
-    def journal_ops(self, ops: list[Op], *, owes_compaction: bool) -> None:
+    def journal_ops(
+        self, ops: list[Op], *, owes_compaction: bool, then: Callable[[], None]
+    ) -> None:
         """write(..., seal_later=True) for a change given as its operations, which
         reads nothing first: straight into the journal, without a transaction
-        (the short paths; the journal must take the writes)."""
+        (the mount's short paths; the journal must take the writes). The change
+        is durable when this returns; ``then``, its bookkeeping in memory, and
+        the journal's header are left for after the mount's reply (later.py).
+        If the append fails, nothing is left for later."""
         if owes_compaction:
             ops.append(Op(_STATE_DB, PUT, COMPACTION_OWED_KEY, b""))
-        self.store.append_ops(ops)
+        self.store.append_ops(ops, header_later=True)
+        self.lock.later += (self.store.write_due_header, then)
         self._written(True, owes_compaction, False)
 
     def _written(self, unsealed: bool, owes_compaction: bool, bookkeeping: bool) -> None:
@@ -735,33 +752,30 @@ class Writer:
         with self.store.read() as txn:
             _, _, stored_body = records.unpack(txn.get(rid, db=RECORDS))
             record = self.sealer.pack_record(moved, bytes(stored_body))
-        acc = self.acc.copy()
-        acc.remove(rid, meta.gen)
-        acc.add(rid, moved.meta.gen)
-        noted = len(self.audit.pending)
-        caller = current_caller.get()
-        self.audit.note("rename", caller, rid, dst, entry.data_key, old_path=meta.path)
         ops = [Op(_RECORDS_DB, PUT, rid, record)]
         if target is not None:
-            acc.remove(target.record_id, target.meta.gen)
-            self.audit.note("shred", caller, target.record_id, dst, target.data_key)
             ops += [Op(db, DELETE, target.record_id) for db in _SHREDDED_DBS]
-        try:
-            self.journal_ops(ops, owes_compaction=True)
-        except BaseException:
-            self.audit.discard_since(noted)
-            raise
-        self.acc = acc
-        touched = {paths.parent(meta.path), paths.parent(dst)}
+        caller = current_caller.get()
+
+        def then() -> None:
+            self.acc.remove(rid, meta.gen)
+            self.acc.add(rid, moved.meta.gen)
+            self.audit.note("rename", caller, rid, dst, entry.data_key, old_path=meta.path)
+            if target is not None:
+                self.acc.remove(target.record_id, target.meta.gen)
+                self.audit.note("shred", caller, target.record_id, dst, target.data_key)
+                self._forget(target)
+                self.pending_shreds += 1
+            self.tree.remove(entry)
+            self.tree.add(moved)
+            touched = {paths.parent(meta.path), paths.parent(dst)}
+            self._apply_times([None if p == paths.ROOT else self.tree.by_path[p] for p in touched])
+            self.housekeeper.committed(self.store.journal_bytes, owes_compaction=True)
+
+        self.journal_ops(ops, owes_compaction=True, then=then)
         events: list[Event] = []
         if target is not None:
-            self._forget(target)
-            self.pending_shreds += 1
             events.append(("delete", target.record_id, dst, None))
-        self.tree.remove(entry)
-        self.tree.add(moved)
-        self._apply_times([None if p == paths.ROOT else self.tree.by_path[p] for p in touched])
-        self.housekeeper.committed(self.store.journal_bytes, owes_compaction=True)
         return [*events, ("move", rid, dst, None)]
 
     def exchange(self, first: str, second: str) -> list[Event]:
@@ -823,24 +837,22 @@ class Writer:
         parent = paths.parent(meta.path)
         directory = self.tree.by_path.get(parent)
         touched = [None] if parent == paths.ROOT else [directory] if directory else []
-        acc = self.acc.copy()
-        acc.remove(rid, meta.gen)
-        noted = len(self.audit.pending)
-        self.audit.note("shred", current_caller.get(), rid, meta.path, entry.data_key)
-        ops = [Op(db, DELETE, rid) for db in _SHREDDED_DBS]
+        caller = current_caller.get()
+
+        def then() -> None:
+            self.acc.remove(rid, meta.gen)
+            self.audit.note("shred", caller, rid, meta.path, entry.data_key)
+            self._forget(entry)
+            self._apply_times(touched)
+            self.pending_shreds += 1
+            self.housekeeper.committed(self.store.journal_bytes, owes_compaction=True)
+
         try:
-            self.journal_ops(ops, owes_compaction=True)
+            self.journal_ops(
+                [Op(db, DELETE, rid) for db in _SHREDDED_DBS], owes_compaction=True, then=then
+            )
         except DiskFull:
-            self.audit.discard_since(noted)
             return False
-        except BaseException:
-            self.audit.discard_since(noted)
-            raise
-        self.acc = acc
-        self._forget(entry)
-        self._apply_times(touched)
-        self.pending_shreds += 1
-        self.housekeeper.committed(self.store.journal_bytes, owes_compaction=True)
         return True
 
     def _forget(self, shredded: Entry) -> None:

@@ -15,10 +15,15 @@ from memvault.fs.operations import request
 
 
 class Handlers:
-    """What the decorator needs of VaultOperations: the mount's activity."""
+    """What the decorator needs of VaultOperations: the mount's activity, and the
+    vault's work left for after a reply."""
 
     def __init__(self) -> None:
         self.activity = Activity()
+        self.caught_up = 0
+
+    def catch_up(self) -> None:
+        self.caught_up += 1
 
     @request
     async def raising(self, exc: BaseException):
@@ -62,3 +67,11 @@ def test_every_request_marks_the_mount_busy():
     with pytest.raises(pyfuse3.FUSEError):
         trio.run(handlers.raising, MemoryNotFound("x"))
     assert handlers.activity.idle_for() < 1.0
+
+
+def test_every_request_first_finishes_what_the_last_one_left_for_after_its_reply():
+    handlers = Handlers()
+    for expected in (1, 2):
+        with pytest.raises(pyfuse3.FUSEError):
+            trio.run(handlers.raising, MemoryNotFound("x"))
+        assert handlers.caught_up == expected

@@ -222,3 +222,25 @@ def test_a_device_closed_while_a_reader_waits_raises_as_trio_does():
                 await watch.wait_readable(device)
 
     run_on_device(body)
+
+
+def test_the_work_left_for_after_a_reply_runs_before_the_reader_looks_again():
+    """vault/later.py: a reader back at the device (its reply sent) runs it first,
+    whether the next request is already queued or not yet sent."""
+    watch = DeviceWatch(spin_s=0.001)
+    ran: list[int] = []  # how many requests had been read when it ran
+    read = 0
+    watch.after_reply = lambda: ran.append(read)
+
+    async def body(device, client) -> None:
+        nonlocal read
+        client.send(b"r")  # queued already
+        await watch.wait_readable(device)
+        read += device.recv(1) == b"r"
+        async with trio.open_nursery() as nursery:
+            later(nursery, client.send, b"r")  # not sent yet: the reader waits in trio
+            await watch.wait_readable(device)
+        read += device.recv(1) == b"r"
+
+    run_on_device(body)
+    assert ran == [0, 1] and read == 2

@@ -38,6 +38,7 @@ WRITER = textwrap.dedent(
         v.put(f"j/{i}.md", f"journaled {sys.argv[3]} {i}".encode() * 20)
     v.delete("j/0.md")
     v.rename("j/1.md", "j/renamed.md")
+    v.catch_up()  # what a mount does once it has replied (vault/later.py)
     print("done", flush=True)
     os.kill(os.getpid(), 9)  # before the journal is moved into LMDB
     """
@@ -517,3 +518,45 @@ def test_fsync_makes_the_journal_durable_without_moving_it_into_lmdb(
     monkeypatch.setattr(journal_module, "BOOT_ID_PATH", str(other_boot))
     with reopen(cut) as again:
         assert again.get("synced.md") == b"kept through a power cut"
+
+
+LEFT_FOR_LATER = textwrap.dedent(
+    """
+    import os, sys
+    from memvault.vault import Vault
+    from memvault.vault.records import FILE
+    v = Vault.open(sys.argv[1], sys.argv[2].encode(), compact_delay=None, journal=True)
+    v.put("first.md", b"drops the snapshot stored at the last lock: the short paths follow")
+    rid, _ = v.create_in(None, "late.md", FILE, mode=0o600, opened=True)
+    v.write_chunks(rid, {0: b"written, then the daemon was killed"}, 35)
+    if sys.argv[3] == "caught-up":
+        v.catch_up()  # what the mount does once it has replied
+    print(len(v._lock.later), flush=True)
+    os.kill(os.getpid(), 9)
+    """
+)
+
+
+def test_a_write_whose_header_was_left_for_later_survives_a_kill(vault_path):
+    """The mount replies to a write() before the journal's header names its entry
+    (vault/later.py); killed in between, the entry is replayed all the same."""
+    Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
+    done = run_until_killed(LEFT_FOR_LATER, vault_path, "killed-before")
+    assert int(done.stdout) > 0, "the bookkeeping was still left for later"
+    header_seq, entries = rawvault.journal_seqs(journal_path(vault_path).read_bytes())
+    assert entries and header_seq == entries[-1] - 1  # the header one entry behind
+    with reopen(vault_path, verify_every_record=True) as again:  # the integrity sum holds
+        assert again.get("late.md") == b"written, then the daemon was killed"
+        assert [e.op for e in again.audit_trail() if e.path == "late.md"] == ["replay"]
+
+
+def test_a_cut_after_the_header_left_for_later_was_written_is_refused(vault_path):
+    Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
+    assert run_until_killed(LEFT_FOR_LATER, vault_path, "caught-up").stdout == b"0\n"
+    journal = journal_path(vault_path)
+    data = journal.read_bytes()
+    header_seq, entries = rawvault.journal_seqs(data)
+    assert header_seq == entries[-1]
+    journal.write_bytes(data[: rawvault.journal_entry_ends(data)[-2]])
+    with pytest.raises(errors.JournalDamaged, match="shortened"):
+        reopen(vault_path, readonly=True)
