@@ -24,7 +24,9 @@ quiet machine, and memvault's background work shows in its CPU column
 Per round: 2,000 Markdown files of 0.5-3 KB in 20 directories (create, ls
 -lR, read all, grep -rl, append to 500, atomic-save 200, rm -rf), then one
 100 MB file written and read back after dropping the page cache, then the
-median of 1,000 cached open+read+close. The daemon's CPU seconds during each
+median of 1,000 cached open+read+close; after the rounds, the median time of
+one change made alone, 2 ms after the last (a new file, an append, an atomic
+save), as an agent writing now and then sees it. The daemon's CPU seconds during each
 phase are printed beside (for memvault, background embedding included when
 it ran in that window; the total per round is printed too). Last, per file
 and small phase: the time gocryptfs takes beyond the bare binding (memfs
@@ -339,6 +341,61 @@ def place(targets: list[Target], placement: str) -> None:
                 os.sched_setaffinity(int(tid), daemons)
 
 
+ONE_AT_A_TIME = ("create", "append", "atomic save")
+THINK_S = 0.002
+"""The pause before each change one at a time: a caller that works between changes."""
+
+
+def one_at_a_time(targets: list[Target], n: int = 300) -> dict[str, dict[str, float]]:
+    """The median µs of each change made alone, THINK_S after the last (what an
+    agent writing a memory now and then sees), the targets taking turns:
+    a new small file written, a line appended, a file saved atomically."""
+    samples: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    body = b"# a memory\n" + b"a line of what was learned\n" * 60
+    for t in targets:
+        (t.root / "alone").mkdir()
+    settle(targets)
+    for i in range(n):
+        for t in targets if i % 2 else targets[::-1]:
+            path, tmp = t.root / "alone" / f"m{i}.md", t.root / "alone" / f".m{i}.md.tmp"
+
+            def create(path=path) -> None:
+                with open(path, "wb") as f:
+                    f.write(body)
+
+            def append(path=path) -> None:
+                with open(path, "ab") as f:
+                    f.write(b"- one more line\n")
+
+            def save(path=path, tmp=tmp) -> None:
+                with open(tmp, "wb") as f:
+                    f.write(body)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.rename(tmp, path)
+
+            for name, change in zip(ONE_AT_A_TIME, (create, append, save), strict=True):
+                time.sleep(THINK_S)
+                start = time.perf_counter()
+                change()
+                samples[t.name][name].append(time.perf_counter() - start)
+    return {t: {c: statistics.median(v) * 1e6 for c, v in by.items()} for t, by in samples.items()}
+
+
+def report_one_at_a_time(targets: list[Target], alone: dict[str, dict[str, float]]) -> None:
+    names = [t.name for t in targets]
+    peer = peer_of(names)
+    print(
+        f"\nOne change at a time, {THINK_S * 1e3:.0f} ms after the last (median µs): "
+        "a new file written, a line appended, a file saved atomically (fsync, rename):\n"
+    )
+    print("| change | " + " | ".join(names) + " |")
+    print("|---" * (len(names) + 1) + "|")
+    for change in ONE_AT_A_TIME:
+        cells = [ratio_cell(n, alone[n][change], alone[peer][change], peer) for n in names]
+        print(f"| {change} | " + " | ".join(cells) + " |")
+
+
 def latency_by_placement(targets: list[Target]) -> dict[str, dict[str, float]]:
     """The cached open+read+close of each target with the daemons on this
     process's CPU and on the other one, then free again: how much of a free
@@ -517,9 +574,11 @@ def main() -> None:
             if args.placement != "free":
                 place(targets, args.placement)
             phases, times, cpu = measure(targets, workload, args.rounds)
+            alone = one_at_a_time(targets)
             if args.placement == "free" and (os.cpu_count() or 1) >= 2:
                 pinned = latency_by_placement(targets)
     report(targets, phases, times, cpu, args.rounds, args.files, args.placement)
+    report_one_at_a_time(targets, alone)
     if pinned:
         report_placements(targets, pinned)
 
