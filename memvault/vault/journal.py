@@ -23,10 +23,10 @@ time (a chunk changed outside its sample fails its own authentication when
 read, as it would with any checksum forged to match). A header at the
 start of the file, MAC'd too and rewritten after every entry (on the mount's
 hot paths once it has replied, see append), names the boot it was written in
-and the last sequence number appended. Within one boot the page cache cannot lose a write, so a
-journal that ends before its header says, or whose last entry fails its MAC,
-was damaged or cut on purpose; only after a restart (a power cut) may its
-tail be torn. The store decides what to accept (see Store.attach_journal).
+and the last sequence number appended. Within one boot the page cache cannot
+lose a write, so a journal that ends before its header says, or whose last
+entry fails its MAC, was damaged or cut on purpose; only after a restart (a
+power cut) may its tail be torn. The store decides what to accept (see Store.attach_journal).
 
 Once an fsync() asks for the journal's durability, zeros are written ahead of
 its entries, a PREALLOCATED step at a time, and the journal is emptied by
