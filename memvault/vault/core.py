@@ -937,7 +937,7 @@ class Vault:
             if opened and kind == FILE and self._store.has_room():
                 # Nothing stored yet (Writer.stage): what the reply needs is the id.
                 record_id, caller = self._writer.new_id(), current_caller.get()
-                self._lock.later.append(lambda: self._writer.stage_new(record_id, meta, caller))
+                self._lock.later.append(lambda: self._writer.stage(record_id, meta, caller))
             else:
                 write = self._writer.new_record(meta)
                 self._writer.commit([write])

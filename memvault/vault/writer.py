@@ -149,25 +149,21 @@ class Writer:
         data_key, wrapped = self.sealer.new_data_key(record_id)
         return Write(Entry(record_id, meta, data_key), None, None, wrapped)
 
-    def stage_new(self, record_id: bytes, meta: Meta, caller: Caller) -> None:
-        """stage() a new file for ``caller``, its key made now (the work a create
-        leaves for after its reply, later.py)."""
-        write = self.new_record(meta, record_id)
-        write.caller = caller
-        self.stage(write)
-
-    def stage(self, write: Write) -> None:
-        """Add a new empty file to the tree now and store it with the next commit.
+    def stage(self, record_id: bytes, meta: Meta, caller: Caller) -> None:
+        """Add a new empty file, created by ``caller``, to the tree now and store it
+        with the next commit (the work a create leaves for after its reply, later.py).
 
         A file is almost always written right after it is created: its first
         write stores both in one commit (one sealed state, one journal entry).
         Until then it lives in memory only, so a daemon killed between the
         create and the first write or close loses an empty file, never data.
         """
+        write = self.new_record(meta, record_id)
+        write.caller = caller
         touched = self._touch_dirs([write], [])
         self.tree.add(write.entry)
         self._apply_times(touched)
-        self.staged[write.entry.record_id] = write
+        self.staged[record_id] = write
 
     def store_staged(self) -> None:
         """Store the files staged so far (at their last close, fsync and lock)."""
