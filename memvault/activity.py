@@ -43,11 +43,16 @@ class Activity:
         stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         """Block until no request came for ``lull`` seconds, for ``patience`` at most,
-        or until ``stopping()`` says the caller is shutting down."""
+        or until ``stopping()`` says the caller is shutting down.
+
+        Each sleep lasts until the earliest moment the lull could begin (at most
+        LULL_S, so that stopping is seen soon): under constant requests a
+        waiting thread wakes about three times a second, not ten, and each
+        wake-up takes the GIL and a core from the mount."""
         deadline = time.monotonic() + patience
         while not stopping():
             now = time.monotonic()
             idle = now - self._last
             if idle >= lull or now >= deadline:
                 return
-            time.sleep(min(lull - idle, deadline - now, 0.1))
+            time.sleep(min(lull - idle, deadline - now, LULL_S))

@@ -128,11 +128,13 @@ class Housekeeper:
 
     def _wait_time(self) -> float | None:
         """Until the next deadline; a job that is due but waits for a lull looks
-        again every LULL_POLL_S (lock held)."""
+        again when the lull could have begun, LULL_POLL_S at the least (lock held)."""
         deadlines = [t for t in (self._flush_at, self._compact_at) if t is not None]
         if not deadlines:
             return None
-        return max(min(deadlines) - time.monotonic(), 0.0) or LULL_POLL_S
+        return max(min(deadlines) - time.monotonic(), 0.0) or max(
+            LULL_S - self._activity.idle_for(), LULL_POLL_S
+        )
 
     def _next_job(self) -> Callable[[], None] | None:
         """The job that is due now and may run, its deadline cleared (lock held).

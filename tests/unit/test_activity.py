@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
-from memvault.activity import Activity
+from memvault.activity import LULL_S, Activity
+from memvault.vault.housekeeping import LULL_POLL_S, Housekeeper
 
 
 def test_an_untouched_mount_is_idle_at_once():
@@ -42,3 +44,38 @@ def test_stopping_ends_the_wait():
     started = time.monotonic()
     activity.wait_for_lull(30.0, lull=30.0, stopping=lambda: time.monotonic() - started > 0.2)
     assert time.monotonic() - started < 1.0
+
+
+def test_a_waiting_thread_wakes_about_once_a_lull_under_constant_load(monkeypatch):
+    """Each wake-up of a waiting worker takes the GIL and a core from the mount:
+    under a request every 5 ms it sleeps until the lull could begin (0.3 s),
+    not in steps of 0.1 s."""
+    from memvault import activity as module
+
+    real_sleep = time.sleep
+    sleeps: list[float] = []
+
+    def counted(seconds: float) -> None:
+        sleeps.append(seconds)
+        real_sleep(seconds)
+
+    activity = Activity()
+    activity.touch()
+    monkeypatch.setattr(module.time, "sleep", counted)
+    worker = threading.Thread(target=activity.wait_for_lull, args=(1.0,), kwargs={"lull": 0.3})
+    worker.start()
+    while worker.is_alive():  # requests keep coming: the wait ends at its patience
+        activity.touch()
+        real_sleep(0.005)
+    worker.join()
+    assert 3 <= len(sleeps) <= 5, sleeps
+
+
+def test_the_housekeeper_looks_again_when_the_lull_could_begin():
+    activity = Activity()
+    keeper = Housekeeper(lambda: None, lambda: None, None, activity)
+    keeper._flush_at = time.monotonic() - 1  # due, waiting for a lull
+    activity.touch()
+    assert 0.25 <= keeper._wait_time() <= LULL_S
+    time.sleep(0.25)
+    assert keeper._wait_time() == LULL_POLL_S  # the lull is near: the shortest look
