@@ -40,9 +40,11 @@ idle core of a virtual machine costs more than a short handler. With every
 daemon on the benchmark's own core (same), each phase costs what the
 daemons' code costs; on the other core (split), what the wakeups cost; left
 to the scheduler (free, the default), each daemon lands on one or the other
-and may move between rounds, so its figures jump between the two. A free
-run ends with the cached open+read+close measured both ways, to show how
-far apart they are.
+and may move between rounds, so its figures jump between the two. The run
+says, per phase, in how many rounds each Python daemon served it on its
+caller's CPU (its reader yielding the CPU to the caller between requests),
+and a free run ends with the cached open+read+close measured both ways, to
+show how far apart they are.
 
 Usage: scripts/bench fs [--rounds 3] [--files 2000] [--big-mb 100] [--dir DIR]
                         [--placement free|same|split]
@@ -108,6 +110,17 @@ class Target:
         except OSError:
             return 0.0
         return (int(fields[11]) + int(fields[12])) / TICKS
+
+    def switches(self) -> tuple[int, int]:
+        """The serving thread's voluntary and involuntary context switches so far."""
+        if self.pid is None:
+            return 0, 0
+        try:
+            status = Path(f"/proc/{self.pid}/task/{self.pid}/status").read_text()
+        except OSError:
+            return 0, 0
+        counts = dict(line.split(":\t") for line in status.splitlines() if "ctxt_switches" in line)
+        return int(counts["voluntary_ctxt_switches"]), int(counts["nonvoluntary_ctxt_switches"])
 
 
 class Workload:
@@ -413,9 +426,18 @@ def latency_by_placement(targets: list[Target]) -> dict[str, dict[str, float]]:
     return found
 
 
+def shared_cpu(before: tuple[int, int], after: tuple[int, int]) -> bool:
+    """Whether a Python daemon served a phase on its caller's CPU: its reader, watching
+    the device for the next request, yielded the CPU to the caller (involuntary
+    switches) rather than sleeping or running alone on the other CPU."""
+    voluntary, involuntary = (a - b for a, b in zip(after, before, strict=True))
+    return involuntary > max(voluntary, 10)
+
+
 def measure(targets: list[Target], workload: Workload, rounds: int):
     times: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     cpu: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    shared: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
     phases = SMALL_PHASES + [p.format(mb=workload.megabytes) for p in BIG_PHASES]
     for r in range(rounds):
         order = targets[r % len(targets) :] + targets[: r % len(targets)]
@@ -429,17 +451,18 @@ def measure(targets: list[Target], workload: Workload, rounds: int):
                 base.mkdir(exist_ok=True)
                 fn = workload.phase(phase, base)
                 settle(targets)
-                before = t.cpu()
+                before, switched = t.cpu(), t.switches()
                 started = time.perf_counter()
                 fn()
                 times[t.name][phase].append(time.perf_counter() - started)
                 cpu[t.name][phase].append(t.cpu() - before)
+                shared[t.name][phase].append(shared_cpu(switched, t.switches()))
         for t in order:
             times[t.name][LATENCY].append(open_read_close(t.root / f"round-{r}"))
             (t.root / f"round-{r}" / "big.bin").unlink()
             (t.root / f"round-{r}").rmdir()
             cpu[t.name]["round"].append(t.cpu() - start_cpu[t.name])
-    return phases, times, cpu
+    return phases, times, cpu, shared
 
 
 def peer_of(names: list[str]) -> str:
@@ -494,6 +517,23 @@ def report(
         )
     if peer == "gocryptfs" and {BINDING, SEALED_FLOOR, GUARDED_FLOOR} <= set(names):
         budget(med, sums, files)
+
+
+def report_shared(targets: list[Target], phases: list[str], shared, rounds: int) -> None:
+    """Per phase, in how many rounds each Python daemon ran on its caller's CPU: a
+    phase's figure is about twice as long when it ran on the other one (each
+    reply then wakes the caller on an idle core), so this says which rounds
+    its median came from."""
+    names = [t.name for t in targets if t.name.startswith(("memvault", "memfs"))]
+    print(
+        "\nRounds in which each Python daemon served the phase on its caller's CPU "
+        "(the others: on the other CPU, or mostly asleep, as in atomic-save's fsyncs):\n"
+    )
+    print("| phase | " + " | ".join(names) + " |")
+    print("|---" * (len(names) + 1) + "|")
+    for phase in phases:
+        cells = [f"{sum(shared[n][phase])}/{rounds}" for n in names]
+        print(f"| {phase} | " + " | ".join(cells) + " |")
 
 
 def report_placements(targets: list[Target], pinned: dict[str, dict[str, float]]) -> None:
@@ -573,11 +613,12 @@ def main() -> None:
             pinned = {}
             if args.placement != "free":
                 place(targets, args.placement)
-            phases, times, cpu = measure(targets, workload, args.rounds)
+            phases, times, cpu, shared = measure(targets, workload, args.rounds)
             alone = one_at_a_time(targets)
             if args.placement == "free" and (os.cpu_count() or 1) >= 2:
                 pinned = latency_by_placement(targets)
     report(targets, phases, times, cpu, args.rounds, args.files, args.placement)
+    report_shared(targets, phases, shared, args.rounds)
     report_one_at_a_time(targets, alone)
     if pinned:
         report_placements(targets, pinned)
