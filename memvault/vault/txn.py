@@ -115,14 +115,19 @@ class PendingTxn(ReadTxn):
         self.ops: list[Op] = []
 
     def put(self, key: bytes, value: bytes, db: str) -> None:
+        """Kept as immutable bytes, copied once (a sealed 64 KiB chunk comes as a
+        bytearray; a copy for the journal and another for reads doubled the
+        copying of a large write)."""
         index = DB_INDEX[db]
-        self.ops.append(Op(index, PUT, bytes(key), bytes(value)))
-        self._local[(index, bytes(key))] = bytes(value)
+        key, value = bytes(key), bytes(value)  # bytes stay as they are: no copy
+        self.ops.append(Op(index, PUT, key, value))
+        self._local[(index, key)] = value
 
     def delete(self, key: bytes, db: str) -> None:
         index = DB_INDEX[db]
-        self.ops.append(Op(index, DELETE, bytes(key)))
-        self._local[(index, bytes(key))] = None
+        key = bytes(key)
+        self.ops.append(Op(index, DELETE, key))
+        self._local[(index, key)] = None
 
     def get(self, key: bytes, db: str):
         found = self._local.get((DB_INDEX[db], bytes(key)), _MISSING)
