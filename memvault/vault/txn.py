@@ -118,8 +118,8 @@ class PendingTxn(ReadTxn):
         """A small value is kept as bytes; a large one as given (a sealed chunk, in
         the bytearray seal() returns, which nobody changes): the journal
         replaces it with a reference to its copy in the file as soon as the
-        entry is written. Copying each 64 KiB chunk twice into bytes took a
-        quarter of a large write()'s time."""
+        entry is written. Copying each 64 KiB chunk twice into bytes took an
+        eighth of a large write()'s time (13%, a 1 MiB write in process)."""
         index = DB_INDEX[db]
         key = bytes(key)
         if len(value) < REF_MIN:
