@@ -524,7 +524,7 @@ def report_shared(targets: list[Target], phases: list[str], shared, rounds: int)
     phase's figure is about twice as long when it ran on the other one (each
     reply then wakes the caller on an idle core), so this says which rounds
     its median came from."""
-    names = [t.name for t in targets if t.name.startswith(("memvault", "memfs"))]
+    names = [t.name for t in targets if "memvault" in t.name or "memfs" in t.name]
     print(
         "\nRounds in which each Python daemon served the phase on its caller's CPU "
         "(the others: on the other CPU, or mostly asleep, as in atomic-save's fsyncs):\n"
