@@ -208,6 +208,8 @@ class _Daemon:
             return {
                 "memories": len(self.vault),
                 "pending_shreds": self.vault.pending_shreds,
+                "journaled_changes": self.vault.journaled_changes,
+                "housekeeping": self.vault.housekeeping,
                 "search_index": self.search.state(),
                 "releasing_memory": self.search.releasing_memory(),
                 "file_size": os.stat(self.vault.path).st_size,

@@ -248,6 +248,7 @@ def memvault_mount(work: Path, audit: bool = True) -> Iterator[Target]:
             return False
         state = json.loads(done.stdout).get("daemon") or {}
         busy = state.get("pending_shreds") or state.get("releasing_memory")
+        busy = busy or state.get("housekeeping") or state.get("journaled_changes")
         return state.get("search_index") != "ready" or bool(busy)
 
     try:
@@ -313,11 +314,13 @@ SETTLE_MAX_S = 300.0
 
 
 def settle(targets: list[Target]) -> None:
-    """Wait until no daemon is working in the background (memvault's embedding),
-    or about to, then write every dirty page back: a phase is never timed while
-    another target's leftover work takes the cores. The kernel writes a page
-    back 30 s after it was dirtied; without the sync, the 100 MB that one
-    target wrote went to disk during whichever target's phase came later.
+    """Wait until no daemon is working in the background (memvault's embedding,
+    moving its journal into LMDB, compacting after shreds or overwrites), or
+    about to, then write every dirty page back: a phase is never timed while
+    another target's leftover work takes the cores (that work's CPU time is
+    in the round's column). The kernel writes a page back 30 s after it was
+    dirtied; without the sync, the 100 MB that one target wrote went to disk
+    during whichever target's phase came later.
     """
     deadline = time.monotonic() + SETTLE_MAX_S
     while time.monotonic() < deadline:

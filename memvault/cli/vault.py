@@ -64,6 +64,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         lines.append(f"memories:  {daemon['memories']}")
         lines.append(f"pending shreds: {daemon['pending_shreds']}")
         lines.append(f"search index: {daemon['search_index']}")
+        jobs = daemon.get("housekeeping") or ["none"]
+        lines.append(f"background work: {', '.join(jobs)}")
     elif "error" in daemon:
         lines.append(f"daemon:    {daemon['error']}")
     elif report["compaction_owed"]:

@@ -154,6 +154,17 @@ class Vault:
         """Shredded or replaced bytes are still in the file (a compaction will remove them)."""
         return self._writer.compaction_owed
 
+    @property
+    def journaled_changes(self) -> int:
+        """Changes in the journal only, not moved into LMDB yet (the housekeeper's job)."""
+        return self._store.journaled_entries
+
+    @property
+    def housekeeping(self) -> list[str]:
+        """The background jobs scheduled or running ("flush", "compaction"): work
+        the last changes left for a lull in the requests."""
+        return self._writer.housekeeper.scheduled()
+
     # -- creating and opening ------------------------------------------------
 
     @classmethod

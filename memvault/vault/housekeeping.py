@@ -53,6 +53,7 @@ class Housekeeper:
         self._compact_at: float | None = None
         self._thread: threading.Thread | None = None
         self._stopped = False
+        self._running: str | None = None
 
     def committed(self, journaled_bytes: int, *, owes_compaction: bool) -> None:
         """After a commit: journaled changes reach LMDB within FLUSH_DELAY (at once
@@ -101,6 +102,12 @@ class Housekeeper:
         if not armed:
             self._wake()
 
+    def scheduled(self) -> list[str]:
+        """The jobs due later or running now ("flush", "compaction"), for `status`."""
+        with self._due:
+            due = {"flush": self._flush_at, "compaction": self._compact_at}
+            return [job for job, at in due.items() if at is not None or self._running == job]
+
     def stop(self) -> None:
         """Cancel what is scheduled (a job already running finishes; the store waits for it)."""
         with self._due:
@@ -124,7 +131,15 @@ class Housekeeper:
                         return
                     self._due.wait(self._wait_time())
                     job = self._next_job()
-            job()
+                self._running = job
+            try:
+                if job == "flush":
+                    self._run_flush()
+                else:
+                    self._run_compaction()
+            finally:
+                with self._due:
+                    self._running = None
 
     def _wait_time(self) -> float | None:
         """Until the next deadline; a job that is due but waits for a lull looks
@@ -136,7 +151,7 @@ class Housekeeper:
             LULL_S - self._activity.idle_for(), LULL_POLL_S
         )
 
-    def _next_job(self) -> Callable[[], None] | None:
+    def _next_job(self) -> str | None:
         """The job that is due now and may run, its deadline cleared (lock held).
 
         A due job runs in a lull of the mount's requests, or once it has waited
@@ -153,10 +168,10 @@ class Housekeeper:
 
         if may_run(self._flush_at, 0.0 if self._flush_urgent else FLUSH_PATIENCE):
             self._flush_at = None
-            return self._run_flush
+            return "flush"
         if may_run(self._compact_at, COMPACT_PATIENCE):
             self._compact_at = None
-            return self._run_compaction
+            return "compaction"
         return None
 
     def _run_flush(self) -> None:

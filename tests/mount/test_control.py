@@ -4,6 +4,7 @@ nobody but the owner gets an answer."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -11,6 +12,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from memvault.vault.store import compaction_owed
@@ -132,3 +134,25 @@ def test_the_control_socket_answers_only_its_owner(tmp_path):
             mine.sendall(b'{"v": 1, "op": "status"}\n')
             mine.shutdown(socket.SHUT_WR)
             assert b'"memories":0' in mine.recv(65536)
+
+
+def test_status_says_what_work_the_last_changes_left_in_the_background(tmp_path):
+    """What `scripts/bench fs` waits for between phases: the journal moved into
+    LMDB and the debounced compaction after shreds, reported until they are done."""
+    with mounted(tmp_path) as m:
+        for i in range(30):
+            (m.root / f"n{i}.md").write_text(f"note {i}\n")
+        for i in range(10):
+            os.unlink(m.root / f"n{i}.md")
+        daemon = json.loads(m.cli("status", "--json").stdout)["daemon"]
+        assert "compaction" in daemon["housekeeping"], daemon  # debounced: seconds away
+        assert "background work: " in m.cli("status").stdout.decode()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            daemon = json.loads(m.cli("status", "--json").stdout)["daemon"]
+            if not daemon["housekeeping"]:
+                break
+            time.sleep(0.2)
+        assert daemon["housekeeping"] == [] and daemon["journaled_changes"] == 0, daemon
+        assert daemon["pending_shreds"] == 0 and not compaction_owed(m.vault), daemon
+        assert "background work: none" in m.cli("status").stdout.decode()

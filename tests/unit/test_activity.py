@@ -79,3 +79,25 @@ def test_the_housekeeper_looks_again_when_the_lull_could_begin():
     assert 0.25 <= keeper._wait_time() <= LULL_S
     time.sleep(0.25)
     assert keeper._wait_time() == LULL_POLL_S  # the lull is near: the shortest look
+
+
+def test_the_housekeeper_says_what_is_scheduled_and_running():
+    activity = Activity()
+    started, release = threading.Event(), threading.Event()
+
+    def slow_flush() -> None:
+        started.set()
+        release.wait(5)
+
+    keeper = Housekeeper(slow_flush, lambda: None, 60.0, activity)
+    assert keeper.scheduled() == []
+    keeper.committed(100, owes_compaction=True)  # a flush within FLUSH_DELAY, a compaction later
+    assert keeper.scheduled() == ["flush", "compaction"]
+    assert started.wait(5), "the flush never ran"
+    assert keeper.scheduled() == ["flush", "compaction"], "a running flush is still work"
+    release.set()
+    deadline = time.monotonic() + 5
+    while keeper.scheduled() != ["compaction"] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert keeper.scheduled() == ["compaction"]
+    keeper.stop()
