@@ -346,6 +346,8 @@ class Writer:
         if not deferred:
             self.generation = generation
         self._written(deferred, owes_compaction, bookkeeping)
+        if fn is not _no_change:  # the state alone: a flush's own (store_pending), or at close
+            self.housekeeper.committed(self.store.journal_bytes, owes_compaction=owes_compaction)
         return result
 
     def journal_ops(
@@ -490,7 +492,6 @@ class Writer:
             self.tree.add(w.entry)
         self._apply_times(touched)
         self.pending_shreds += len(shreds)
-        self.housekeeper.committed(self.store.journal_bytes, owes_compaction=owed)
 
     def _audit(self, writes: list[Write], shreds: list[Entry]) -> None:
         """Note what a commit does, for whom, in the entry it will store (audit.py)."""

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 
 import pytest
@@ -226,6 +227,24 @@ def test_a_flush_moves_only_what_a_sealed_state_covers(vault_path):
         vault._writer._flush_soon()  # the housekeeper's: the state first, then the flush
         assert vault._store.journaled_entries == 0
         assert stored_states(vault_path) == (0, 0)  # the journal emptied
+
+
+def test_every_journaled_write_reaches_lmdb_without_another_change(vault_path):
+    """Derived data (the embedder's vectors) go through the journal like a change,
+    and are moved into LMDB by the housekeeper, not left until the next edit."""
+    Vault.create(vault_path, PASSPHRASE, kdf=FAST_KDF, compact_delay=None).close()
+    with reopen(vault_path, journal=True) as vault:
+        vault.put("a.md", b"first")
+        deadline = time.monotonic() + 10
+        while vault.housekeeping and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert vault._store.journaled_entries == 0, "the put was never moved"
+        record = vault.record_id("a.md")
+        assert vault.put_derived(record, vault.stat("a.md").body_gen, b"vectors")
+        assert vault._store.journaled_entries == 1 and vault.housekeeping == ["flush"]
+        while vault.housekeeping and time.monotonic() < deadline + 10:
+            time.sleep(0.05)
+        assert vault._store.journaled_entries == 0, "the vectors stayed in the journal"
 
 
 def test_a_replay_does_not_launder_an_older_copy_of_a_record(vault_path):
