@@ -248,7 +248,7 @@ def memvault_mount(work: Path, audit: bool = True) -> Iterator[Target]:
             return False
         state = json.loads(done.stdout).get("daemon") or {}
         busy = state.get("pending_shreds") or state.get("releasing_memory")
-        busy = busy or state.get("housekeeping") or state.get("journaled_changes")
+        busy = busy or state.get("housekeeping")  # the journal's flush, a compaction
         return state.get("search_index") != "ready" or bool(busy)
 
     try:
