@@ -522,6 +522,24 @@ def report(
         budget(med, sums, files)
 
 
+def report_rounds(phases: list[str], times) -> None:
+    """Each round's figure beside the median, for memvault and its peer: on a
+    shared machine a median of three moves with the host, and how many rounds
+    memvault took no longer than the peer says more than one ratio."""
+    peer = peer_of(list(times))
+    print(
+        f"\nEach round (ms, in the order run) of {peer} and memvault, and in how many "
+        f"rounds memvault took at most {peer}'s time:\n"
+    )
+    print(f"| phase | {peer} | memvault | rounds at or under 1.0x |")
+    print("|---|---|---|---|")
+    for phase in phases:
+        theirs, ours = times[peer][phase], times["memvault"][phase]
+        won = sum(o <= t for o, t in zip(ours, theirs, strict=True))
+        cells = [", ".join(f"{v * 1e3:,.0f}" for v in vs) for vs in (theirs, ours)]
+        print(f"| {phase} | " + " | ".join(cells) + f" | {won}/{len(ours)} |")
+
+
 def report_shared(targets: list[Target], phases: list[str], shared, rounds: int) -> None:
     """Per phase, in how many rounds each Python daemon ran on its caller's CPU: a
     phase's figure is about twice as long when it ran on the other one (each
@@ -621,6 +639,7 @@ def main() -> None:
             if args.placement == "free" and (os.cpu_count() or 1) >= 2:
                 pinned = latency_by_placement(targets)
     report(targets, phases, times, cpu, args.rounds, args.files, args.placement)
+    report_rounds(phases, times)
     report_shared(targets, phases, shared, args.rounds)
     report_one_at_a_time(targets, alone)
     if pinned:
