@@ -1251,7 +1251,6 @@ class Vault:
             if keys or stored_index:
                 self._writer.write(txn_fn, owes_compaction=True)  # old vectors leave the file
                 self._writer.search_index_stored = False
-                self._writer.housekeeper.compaction_owed()
 
     # -- the search index, stored at lock ----------------------------------------
 

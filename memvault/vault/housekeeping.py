@@ -84,17 +84,10 @@ class Housekeeper:
             self._flush_at = time.monotonic() + FLUSH_DELAY
             self._wake()
 
-    def compaction_owed(self) -> None:
-        """(Re)arm the debounced compaction: it runs after a quiet moment.
-
-        A later deadline needs no wake-up (the thread finds it when the old
-        one passes): `rm -rf` of 2,000 files costs no thread switch per file."""
-        with self._due:
-            if not self._stopped:
-                self._arm_compaction()
-
     def _arm_compaction(self) -> None:
-        """(Lock held.)"""
+        """(Re)arm the debounced compaction: it runs after a quiet moment. A later
+        deadline needs no wake-up (the thread finds it when the old one passes):
+        `rm -rf` of 2,000 files costs no thread switch per file (lock held)."""
         if self._compact_delay is None:
             return
         armed = self._compact_at is not None

@@ -998,9 +998,7 @@ class Writer:
                 txn.delete(key, db=AUDIT)
             txn.put(AUDIT_CHECKPOINT_KEY, sealed_checkpoint, db=STATE)
 
-        self.write(txn_fn, bookkeeping=True, owes_compaction=bool(doomed))
-        if doomed:
-            self.housekeeper.compaction_owed()
+        self.write(txn_fn, bookkeeping=True, owes_compaction=bool(doomed))  # arms the compaction
         return len(doomed)
 
     # -- compaction --------------------------------------------------------------------

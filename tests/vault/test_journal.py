@@ -238,13 +238,13 @@ def test_every_journaled_write_reaches_lmdb_without_another_change(vault_path):
         deadline = time.monotonic() + 10
         while vault.housekeeping and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert vault._store.journaled_entries == 0, "the put was never moved"
+        assert vault.journaled_changes == 0, "the put was never moved"
         record = vault.record_id("a.md")
         assert vault.put_derived(record, vault.stat("a.md").body_gen, b"vectors")
-        assert vault._store.journaled_entries == 1 and vault.housekeeping == ["flush"]
+        assert vault.journaled_changes == 1 and vault.housekeeping == ["flush"]
         while vault.housekeeping and time.monotonic() < deadline + 10:
             time.sleep(0.05)
-        assert vault._store.journaled_entries == 0, "the vectors stayed in the journal"
+        assert vault.journaled_changes == 0, "the vectors stayed in the journal"
 
 
 def test_a_replay_does_not_launder_an_older_copy_of_a_record(vault_path):
