@@ -20,6 +20,7 @@ import hmac
 import json
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .aead import DecryptionError, open_sealed, seal
@@ -142,9 +143,26 @@ class Keyslot:
         self, passphrase: bytearray, version: int, vault_id: bytes, keyfile: bytes | None = None
     ) -> bytearray:
         """Return the master key, or raise DecryptionError (a wrong secret or tampering)."""
+        return self.unwrap_for(passphrase, (version,), vault_id, keyfile)[0]
+
+    def unwrap_for(
+        self,
+        passphrase: bytearray,
+        versions: Sequence[int],
+        vault_id: bytes,
+        keyfile: bytes | None = None,
+    ) -> tuple[bytearray, int]:
+        """The master key and which of ``versions`` (format versions, tried in
+        order with one key derivation) it was wrapped for; DecryptionError if
+        none: a header whose version was changed is told from a wrong secret."""
         kek = self._kek(passphrase, keyfile)
         try:
-            return open_sealed(kek, self.wrapped_key, self._ad(version, vault_id))
+            for version in versions:
+                try:
+                    return open_sealed(kek, self.wrapped_key, self._ad(version, vault_id)), version
+                except DecryptionError:
+                    continue
+            raise DecryptionError("authentication failed")
         finally:
             wipe(kek)
 

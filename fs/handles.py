@@ -18,8 +18,8 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-CACHED_CHUNKS = 32
-"""Chunks (64 KiB each) kept decrypted per open file: 2 MiB at most."""
+CACHED_CHUNKS = 8
+"""Chunks kept decrypted per open file: 2 MiB at most (256 KiB chunks)."""
 RECENT_BYTES = 8 << 20
 """Plaintext of recently used small files kept across opens (see RecentBodies)."""
 

@@ -2,7 +2,7 @@
 
 Everything but fsync and search queries is answered on the trio thread:
 metadata from the unlocked vault's in-memory index, contents chunk by chunk
-(a read decrypts the 64 KiB chunks it touches, a write re-seals them), and
+(a read decrypts the 256 KiB chunks it touches, a write re-seals them), and
 every write() is committed to the journal before it returns (one write(),
 cheaper than a thread hop), and the bookkeeping after it waits until the
 reply is sent (vault/later.py). So close() needs nothing: FLUSH is answered
@@ -48,7 +48,6 @@ from ..errors import (
 from ..search import QueryError, SearchService, parse, render, render_error
 from ..vault import MAX_MEMORY_SIZE, Vault, clock
 from ..vault.audit import THE_VAULT, Caller, current_caller, process_caller
-from ..vault.bodies import CHUNK_SIZE
 from ..vault.records import DIRECTORY, FILE, SYMLINK, Meta
 from .errors import as_fuse_error
 from .handles import OpenFile, OpenFiles, RecentBodies
@@ -147,6 +146,7 @@ class VaultOperations(pyfuse3.Operations):
         vault.add_listener(self.results.invalidate)  # a shred or an edit: no stale result
         self.recent = RecentBodies()
         vault.add_listener(self.recent.on_change)
+        self._chunk_size = vault.chunk_size
         self._result_handles: dict[int, bytes] = {}
         self._result_fhs = itertools.count(RESULT_FH_BASE)
         self.inodes = InodeTable()
@@ -254,7 +254,7 @@ class VaultOperations(pyfuse3.Operations):
                 if small:
                     self.recent.put(state.record_id, meta.body_gen, bytes(chunk))
             state.remember(index, chunk)
-        length = min(CHUNK_SIZE, meta.size - index * CHUNK_SIZE)
+        length = min(self._chunk_size, meta.size - index * self._chunk_size)
         if len(chunk) < length:
             chunk.extend(bytes(length - len(chunk)))
         return chunk
@@ -589,15 +589,16 @@ class VaultOperations(pyfuse3.Operations):
         end = min(off + size, meta.size)
         if off >= end:
             return b""
-        first, last = off // CHUNK_SIZE, (end - 1) // CHUNK_SIZE
+        step = self._chunk_size
+        first, last = off // step, (end - 1) // step
         if meta.chunked and last > first:  # a large read (the kernel asks 1 MiB at once)
-            start = first * CHUNK_SIZE
+            start = first * step
             return memoryview(self.vault.read_span(state.record_id, first, last - first + 1))[
                 off - start : end - start
             ]
         parts = []
         for index in range(first, last + 1):
-            start = index * CHUNK_SIZE
+            start = index * step
             chunk = memoryview(self._chunk(state, index, meta))
             parts.append(chunk[max(off - start, 0) : end - start])
         return b"".join(parts)
@@ -619,15 +620,16 @@ class VaultOperations(pyfuse3.Operations):
         size = max(old_size, end)
         data = memoryview(buf)
         changed = {}
-        for index in range(off // CHUNK_SIZE, (end - 1) // CHUNK_SIZE + 1):
-            start = index * CHUNK_SIZE
-            lo, hi = max(off, start) - start, min(end, start + CHUNK_SIZE) - start
-            length = min(CHUNK_SIZE, size - start)
+        step = self._chunk_size
+        for index in range(off // step, (end - 1) // step + 1):
+            start = index * step
+            lo, hi = max(off, start) - start, min(end, start + step) - start
+            length = min(step, size - start)
             part = data[start + lo - off : start + hi - off]
             if lo == 0 and hi >= length:  # all of it new: no read
                 # A whole chunk is kept as a view of the request (immutable bytes:
                 # never extended, so never copied); a file's short last one is copied.
-                changed[index] = part if len(part) == CHUNK_SIZE else bytearray(part)
+                changed[index] = part if len(part) == step else bytearray(part)
                 continue
             if start >= old_size:
                 chunk = bytearray(length)  # nothing of it stored yet: no read

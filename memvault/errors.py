@@ -81,7 +81,7 @@ class NotAVault(MemvaultError):
 
 
 class UnsupportedFormat(MemvaultError):
-    """The vault {0} uses format version {1}; this memvault reads version {2}."""
+    """The vault {0} uses format version {1}; this memvault reads versions {2}."""
 
 
 class WrongPassphrase(MemvaultError):

@@ -1,9 +1,9 @@
 """A file's content: inline in its record, or in sealed chunks.
 
-A file of at most CHUNK_SIZE bytes keeps its content in its record's body,
+A file of at most one chunk's size keeps its content in its record's body,
 sealed under the record's data key and bound to its ``body_gen`` (as
 records.py describes). A larger file is ``chunked``: its record's body is the
-chunk table, one 64-bit generation per 64 KiB chunk (0 for a hole, which is
+chunk table, one 64-bit generation per chunk (0 for a hole, which is
 read as zeros and stored nowhere), and chunk ``i`` is stored in the CHUNKS
 database under a keyed hash of (record id, i), sealed under the same data
 key with associated data binding the record, ``i`` and the generation the
@@ -14,7 +14,15 @@ it changes, plus the table (8 bytes a chunk).
 
 The chunk keys are deterministic (a new version of chunk ``i`` replaces the
 old under the same key), and unlinkable without the master key: the file
-shows how many 64 KiB pieces exist, not which file they belong to.
+shows how many chunks exist, not which file they belong to.
+
+A vault's chunk size follows its format (chunk_size_of): 256 KiB from format
+3 on, 64 KiB in format 2, whose vaults keep it. Every chunk costs the same
+few µs of bookkeeping besides its encryption (its key, its seal's set-up, its
+journal operation): a 1 MiB write() took 931 µs in 64 KiB chunks, 745 in 256
+KiB ones. What a larger chunk costs is paid by a small write into a large
+file (it re-seals up to 256 KiB, ~70 µs) and a small read of one (it
+decrypts as much).
 """
 
 from __future__ import annotations
@@ -31,16 +39,23 @@ from .schema import CHUNKS
 from .sealing import Sealer
 from .tree import Entry
 
-CHUNK_SIZE = 64 << 10
+CHUNK_SIZE = 256 << 10
+"""The chunk size of vaults created now (format 3)."""
+_CHUNK_SIZES = {2: 64 << 10, 3: CHUNK_SIZE}
 
 
-def chunk_count(size: int) -> int:
-    return -(-size // CHUNK_SIZE)
+def chunk_size_of(format_version: int) -> int:
+    """The chunk size of a vault of this format."""
+    return _CHUNK_SIZES[format_version]
 
 
-def chunk_length(size: int, index: int) -> int:
+def chunk_count(size: int, chunk_size: int) -> int:
+    return -(-size // chunk_size)
+
+
+def chunk_length(size: int, index: int, chunk_size: int) -> int:
     """How many bytes of the file chunk ``index`` holds."""
-    return max(0, min(CHUNK_SIZE, size - index * CHUNK_SIZE))
+    return max(0, min(chunk_size, size - index * chunk_size))
 
 
 class ChunkMissing(Exception):
@@ -65,13 +80,18 @@ class Bodies:
 
     TABLES_KEPT = 16
 
-    def __init__(self, sealer: Sealer, stored_record: Callable) -> None:
+    def __init__(self, sealer: Sealer, stored_record: Callable, chunk_size: int) -> None:
+        self.chunk_size = chunk_size
         self._sealer = sealer
         self._stored_record = stored_record
         self._key = sealer.derive(b"memvault.chunks")
         # Decrypted chunk tables by (record, body_gen): a sequential read or write
         # of a large file opens its table once, not once a chunk.
         self._tables: OrderedDict[tuple[bytes, int], array] = OrderedDict()
+
+    def count(self, size: int) -> int:
+        """How many chunks a file of ``size`` bytes has."""
+        return chunk_count(size, self.chunk_size)
 
     def chunk_key(self, record_id: bytes, index: int) -> bytes:
         data = record_id + index.to_bytes(4, "big")
@@ -81,7 +101,7 @@ class Bodies:
         """Every key a file's chunks may be stored under (none for an inline body)."""
         if not entry.meta.chunked:
             return []
-        return self.chunk_keys_for(entry.record_id, chunk_count(entry.meta.size))
+        return self.chunk_keys_for(entry.record_id, self.count(entry.meta.size))
 
     def chunk_keys_for(self, record_id: bytes, count: int, *, start: int = 0) -> list[bytes]:
         return [self.chunk_key(record_id, i) for i in range(start, count)]
@@ -95,7 +115,7 @@ class Bodies:
         key = (entry.record_id, entry.meta.body_gen)
         gens = self._tables.get(key)
         if gens is None:
-            count = chunk_count(entry.meta.size)
+            count = self.count(entry.meta.size)
             plain = self._sealer.open_body(entry, self._record(txn, entry), length=8 * count)
             gens = array("Q")
             gens.frombytes(bytes(plain))
@@ -126,7 +146,7 @@ class Bodies:
         """Chunk ``index`` of a file, exactly as long as the file says (zeros for a hole)."""
         if not entry.meta.chunked:
             body = self._sealer.open_body(entry, self._record(txn, entry))
-            return body[index * CHUNK_SIZE : (index + 1) * CHUNK_SIZE]
+            return body[index * self.chunk_size : (index + 1) * self.chunk_size]
         if gens is None:
             gens = self.table(txn, entry)
         if index >= len(gens):
@@ -137,19 +157,20 @@ class Bodies:
         """Chunks ``first`` to ``first + count - 1`` of a chunked file in one buffer,
         as long as the file says (zeros for holes).
 
-        A large sequential read asks for 16 chunks at once: one table lookup,
+        A large sequential read asks for 1 MiB of chunks at once: one table lookup,
         and each whole chunk decrypted straight into its place in the buffer,
         not into a buffer of its own copied after (read 100 MB on a mount:
         129 against 192 ms).
         """
         gens = self.table(txn, entry)
         size = entry.meta.size
-        start = first * CHUNK_SIZE
-        out = bytearray(max(0, min(size, (first + count) * CHUNK_SIZE) - start))
+        chunk_size = self.chunk_size
+        start = first * chunk_size
+        out = bytearray(max(0, min(size, (first + count) * chunk_size) - start))
         view = memoryview(out)
         for index in range(first, min(first + count, len(gens))):
-            gen, length = gens[index], chunk_length(size, index)
-            at = index * CHUNK_SIZE - start
+            gen, length = gens[index], chunk_length(size, index, chunk_size)
+            at = index * chunk_size - start
             if gen == 0 or length == 0:
                 continue  # a hole: zeros
             stored = txn.get(self.chunk_key(entry.record_id, index), db=CHUNKS)
@@ -163,7 +184,7 @@ class Bodies:
         return out
 
     def _chunk(self, txn, entry: Entry, index: int, gen: int) -> bytearray:
-        length = chunk_length(entry.meta.size, index)
+        length = chunk_length(entry.meta.size, index, self.chunk_size)
         if gen == 0:
             return bytearray(length)
         stored = txn.get(self.chunk_key(entry.record_id, index), db=CHUNKS)
@@ -201,13 +222,13 @@ class Bodies:
         set) the content of ``old`` with ``chunks`` replaced.
 
         ``chunks`` maps a chunk index to that chunk's new content (at most
-        CHUNK_SIZE bytes; shorter is zero-extended when read). Chunks neither
+        chunk_size bytes; shorter is zero-extended when read). Chunks neither
         given nor kept read as zeros; chunks past the new size are dropped. A
         shrinking write must give the new last chunk, cut to the new size.
         """
         size = new.meta.size
         old_chunked = old is not None and old.meta.chunked
-        count = chunk_count(size)
+        count = self.count(size)
         if not new.meta.chunked:
             content = chunks.get(0)
             if content is None:
@@ -216,7 +237,7 @@ class Bodies:
             content.extend(bytes(size - len(content)))
             change = BodyChange(self._sealer.seal_body(new, content))
             if old_chunked:
-                change.deletes = self.chunk_keys_for(old.record_id, chunk_count(old.meta.size))
+                change.deletes = self.chunk_keys_for(old.record_id, self.count(old.meta.size))
             return change
         given = dict(chunks)
         if old_chunked:

@@ -52,7 +52,7 @@ from ..errors import (
 from . import audit, clock, padding, rollback
 from .accumulator import Accumulator
 from .audit import Checkpoint, Shown, current_caller
-from .bodies import CHUNK_SIZE, Bodies, ChunkMissing
+from .bodies import Bodies, ChunkMissing, chunk_size_of
 from .damage import Damage
 from .header import FORMAT_VERSION, Header
 from .housekeeping import DEFAULT_COMPACT_DELAY
@@ -122,7 +122,7 @@ class Vault:
         self._state_key = self._sealer.derive(b"memvault.state")
         self._lock = LaterLock()
         self._tree = PathTree()
-        self._bodies = Bodies(self._sealer, self._stored_record)
+        self._bodies = Bodies(self._sealer, self._stored_record, chunk_size_of(header.version))
         self.activity = Activity()
         """Touched by the mount for every request: background work waits for a lull."""
         self._writer = Writer(
@@ -706,8 +706,13 @@ class Vault:
         with self._lock:
             return self._read_body(self._tree.of(record_id))
 
+    @property
+    def chunk_size(self) -> int:
+        """The size of a large file's chunks in this vault (its format's)."""
+        return self._bodies.chunk_size
+
     def read_chunk(self, record_id: bytes, index: int) -> bytearray:
-        """Chunk ``index`` (CHUNK_SIZE bytes from index * CHUNK_SIZE) of a file's
+        """Chunk ``index`` (chunk_size bytes from index * chunk_size) of a file's
         content, in a new buffer the caller may keep or change."""
         with self._lock:
             entry = self._tree.of(record_id)
@@ -723,8 +728,8 @@ class Vault:
             if entry.meta.type != FILE:
                 raise IsADirectory(entry.meta.path)
             if not entry.meta.chunked or record_id in self._writer.staged:
-                start = first * CHUNK_SIZE
-                return self._read_chunk(entry, 0)[start : start + count * CHUNK_SIZE]
+                start = first * self.chunk_size
+                return self._read_chunk(entry, 0)[start : start + count * self.chunk_size]
             with self._store.read() as txn, self._corruption(entry):
                 return self._bodies.read_span(txn, entry, first, count)
 
@@ -858,7 +863,7 @@ class Vault:
     ) -> Meta:
         """Replace whole chunks of a file and set its size, in one commit.
 
-        ``chunks`` maps a chunk index to its new content (up to CHUNK_SIZE
+        ``chunks`` maps a chunk index to its new content (up to chunk_size
         bytes; the last chunk up to the size). Chunks not given keep their
         content; past the size they are dropped; when the size shrinks into
         a chunk, that chunk must be given, cut. The filesystem writes through
@@ -878,11 +883,12 @@ class Vault:
             entry = self._tree.of(record_id)
             self._check_writable()
             chunks = {}
-            if entry.meta.chunked and size <= CHUNK_SIZE:  # back inline: its one chunk
+            step = self.chunk_size
+            if entry.meta.chunked and size <= step:  # back inline: its one chunk
                 chunks[0] = self._read_chunk(entry, 0)[:size] if size else b""
-            elif size < entry.meta.size and size % CHUNK_SIZE:  # the new last chunk, cut
-                last = size // CHUNK_SIZE
-                chunks[last] = self._read_chunk(entry, last)[: size % CHUNK_SIZE]
+            elif size < entry.meta.size and size % step:  # the new last chunk, cut
+                last = size // step
+                chunks[last] = self._read_chunk(entry, last)[: size % step]
             meta = self._write_chunks(entry, chunks, size)
         self._notify([("put", record_id, meta.path, None)])
         return meta

@@ -14,7 +14,10 @@ from dataclasses import dataclass
 from ..crypto import ChecksumError, with_checksum, without_checksum
 
 MAGIC = "memvault"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+"""The format of vaults created now: 3 stores large files in 256 KiB chunks."""
+READABLE_VERSIONS = (2, 3)
+"""Formats opened and written as they are: 2 differs only in its 64 KiB chunks."""
 
 
 class HeaderError(Exception):

@@ -27,11 +27,12 @@ from ..errors import (
     NoRecoveryKey,
     UnreasonableKdf,
     VaultCorrupted,
+    VaultTampered,
     WrongKeyfile,
     WrongPassphrase,
     WrongRecoveryKey,
 )
-from .header import Header
+from .header import READABLE_VERSIONS, Header
 
 MAX_SLOTS = 256
 """Slot indexes are one byte (the key in the slots database)."""
@@ -92,12 +93,20 @@ def unlock(
     path: Path, header: Header, slots: list, secret: bytearray, factors: Factors
 ) -> tuple[bytearray, Keyslot]:
     """The master key and the slot that opened it (the secret is wiped)."""
+    versions = (header.version, *(v for v in READABLE_VERSIONS if v != header.version))
     try:
         for slot in candidates(path, slots, factors):
             try:
-                master = slot.unwrap(secret, header.version, header.vault_id, factors.keyfile)
+                master, version = slot.unwrap_for(
+                    secret, versions, header.vault_id, factors.keyfile
+                )
             except DecryptionError:
                 continue
+            if version != header.version:
+                wipe(master)
+                raise VaultTampered(
+                    path, f"its header says format {header.version}, its keys are format {version}"
+                )
             return master, slot
         raise _wrong(path, slots, factors)
     finally:

@@ -25,7 +25,7 @@ from ..errors import (
 from . import padding, records, snapshot
 from .accumulator import Accumulator
 from .damage import Damage
-from .header import FORMAT_VERSION, Header, HeaderError
+from .header import READABLE_VERSIONS, Header, HeaderError
 from .lockfile import writer_pid
 from .records import Meta, RecordFormatError
 from .schema import (
@@ -93,8 +93,10 @@ def read_header_and_slots(store: Store) -> tuple[Header, list[Keyslot]]:
         header = Header.decode(bytes(raw_header))
     except HeaderError as exc:
         raise VaultCorrupted(store.path, f"its header is damaged: {exc}") from exc
-    if header.version != FORMAT_VERSION:
-        raise UnsupportedFormat(store.path, header.version, FORMAT_VERSION)
+    if header.version not in READABLE_VERSIONS:
+        raise UnsupportedFormat(
+            store.path, header.version, " and ".join(map(str, READABLE_VERSIONS))
+        )
     slots = []
     for key, value in raw_slots:
         try:

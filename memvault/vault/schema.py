@@ -21,7 +21,7 @@ RECORDS = "records"
 DERIVED = "derived"
 """Each record's sealed chunk vectors, by record id."""
 CHUNKS = "chunks"
-"""The sealed 64 KiB chunks of files larger than one, by a keyed hash of (record, index)."""
+"""The sealed chunks of files larger than one, by a keyed hash of (record, index)."""
 AUDIT = "audit"
 """The audit trail's sealed entries, by sequence number (audit.py)."""
 

@@ -36,7 +36,7 @@ from ..errors import (
 from . import clock, records
 from .accumulator import Accumulator
 from .audit import MAX_ENTRIES, AuditLog, Caller, Checkpoint, Pending, current_caller, seq_key
-from .bodies import CHUNK_SIZE, Bodies, chunk_count
+from .bodies import Bodies
 from .housekeeping import Housekeeper
 from .journal import DELETE, NO_BOOT, PUT, Op, current_boot_id
 from .later import LaterLock
@@ -187,7 +187,7 @@ class Writer:
                 mtime_ns=mtime,
                 ctime_ns=now,
                 mode=existing.meta.mode if mode is None else mode,
-                chunked=size > CHUNK_SIZE,
+                chunked=size > self.bodies.chunk_size,
                 body_gen=existing.meta.gen + 1,
             )
             write = Write(
@@ -196,18 +196,19 @@ class Writer:
         else:
             file_mode = records.DEFAULT_FILE_MODE if mode is None else mode
             owner = (os.getuid(), os.getgid())
-            chunked = size > CHUNK_SIZE
+            chunked = size > self.bodies.chunk_size
             meta = Meta(norm, FILE, file_mode, size, mtime, now, 1, 1, *owner, chunked=chunked)
             write = self.new_record(meta)
         view = memoryview(data)
-        chunks = {i: view[i * CHUNK_SIZE : (i + 1) * CHUNK_SIZE] for i in range(chunk_count(size))}
+        step = self.bodies.chunk_size
+        chunks = {i: view[i * step : (i + 1) * step] for i in range(self.bodies.count(size))}
         self._set_body(write, existing, chunks or {0: b""})
         return write
 
     def chunk_write(self, entry: Entry, chunks: dict[int, bytes | bytearray], size: int) -> Write:
         """A new version of a file: ``chunks`` replaced, ``size`` bytes (see Bodies.change)."""
         now = clock.now_ns()
-        chunked = size > CHUNK_SIZE
+        chunked = size > self.bodies.chunk_size
         gen = entry.meta.gen + 1
         meta = entry.meta.evolve(
             size=size, mtime_ns=now, ctime_ns=now, chunked=chunked, body_gen=gen
@@ -235,7 +236,7 @@ class Writer:
         if (
             meta.chunked
             or meta.orphan
-            or len(content) > CHUNK_SIZE
+            or len(content) > self.bodies.chunk_size
             or len(staged) > (first is not None)
             or self.snapshot_stored
             or self.search_index_stored

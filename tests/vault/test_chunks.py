@@ -1,4 +1,4 @@
-"""Large files in sealed 64 KiB chunks, on real LMDB files: a write re-seals
+"""Large files in sealed chunks (256 KiB), on real LMDB files: a write re-seals
 only the chunks it touches, holes are stored nowhere, and a chunk moved,
 dropped or put back from an older version is an explicit error."""
 
@@ -23,7 +23,7 @@ def chunk_values(path) -> dict[bytes, bytes]:
 
 
 def test_a_large_file_is_chunks_and_a_small_table(vault, vault_path):
-    data = os.urandom(MB + 17)
+    data = os.urandom(16 * CHUNK_SIZE + 17)
     vault.put("big.bin", data)
     rid = vault.record_id("big.bin")
     assert vault.get("big.bin") == data
@@ -99,11 +99,11 @@ def test_a_moved_dropped_or_old_chunk_is_an_explicit_error(vault, vault_path, at
 def test_holes_are_stored_nowhere_and_truncation_cuts(vault, vault_path):
     vault.put("sparse.bin", b"x")
     rid = vault.record_id("sparse.bin")
-    vault.resize_record(rid, 10 * MB)
-    assert vault.stat("sparse.bin").size == 10 * MB
+    vault.resize_record(rid, 160 * CHUNK_SIZE)
+    assert vault.stat("sparse.bin").size == 160 * CHUNK_SIZE
     assert vault.read_chunk(rid, 0)[:2] == b"x\0"
     assert vault.read_chunk(rid, 100) == bytes(CHUNK_SIZE)
-    vault.write_chunks(rid, {50: b"y" * CHUNK_SIZE}, 10 * MB)
+    vault.write_chunks(rid, {50: b"y" * CHUNK_SIZE}, 160 * CHUNK_SIZE)
     # chunk 0 was stored 1 byte long, 49 and 51 are holes
     assert vault.read_span(rid, 0, 2) == b"x" + bytes(2 * CHUNK_SIZE - 1)
     assert vault.read_span(rid, 49, 3) == bytes(CHUNK_SIZE) + b"y" * CHUNK_SIZE + bytes(CHUNK_SIZE)

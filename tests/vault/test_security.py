@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from memvault import errors
@@ -292,13 +294,22 @@ def test_damaged_keyslot_is_reported_as_damage(vault_path, vault):
         reopen(vault_path)
 
 
-def test_tampered_format_version_is_detected(vault_path, vault):
+def test_an_unknown_format_version_is_refused(vault_path, vault):
     vault.close()
-    _edit_header(vault_path, lambda d: d.update(version=3))
+    _edit_header(vault_path, lambda d: d.update(version=4))
     with pytest.raises(errors.UnsupportedFormat):
         reopen(vault_path)
     line = assert_one_line_error(run_cli("status", vault=vault_path))
-    assert "format version 3" in line
+    assert "format version 4" in line and "reads versions 2 and 3" in line
+
+
+def test_a_format_version_changed_to_another_readable_one_is_detected(vault_path, vault):
+    """Format 2 reads chunks of 64 KiB: a vault of format 3 shown as 2 must not open."""
+    vault.put("big.bin", os.urandom(5 << 20))
+    vault.close()
+    _edit_header(vault_path, lambda d: d.update(version=2))
+    with pytest.raises(errors.VaultTampered, match="header says format 2, its keys are format 3"):
+        reopen(vault_path)
 
 
 def test_tampered_header_is_detected(vault_path, vault):
