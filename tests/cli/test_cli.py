@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from memvault.vault.header import FORMAT_VERSION
+
 from ..conftest import KDF_ARGS, PASSPHRASE, assert_one_line_error, run_cli
 
 
@@ -64,7 +66,7 @@ def test_status_needs_no_passphrase(vault_path):
     text = out.stdout.decode()
     assert out.returncode == 0, out.stderr
     for expected in (
-        "format:    memvault format 2",
+        f"format:    memvault format {FORMAT_VERSION}",
         "created:",
         "size:",
         "keyslots:  1",

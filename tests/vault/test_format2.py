@@ -15,7 +15,7 @@ from memvault.vault.bodies import CHUNK_SIZE
 from memvault.vault.header import Header
 
 from .. import rawvault
-from ..conftest import reopen
+from ..conftest import reopen, run_cli
 
 FIXTURE = Path(__file__).resolve().parent.parent / "data" / "format2.vault"
 OLD_CHUNK = 64 << 10
@@ -67,3 +67,9 @@ def test_a_format_2_vault_is_changed_in_its_own_chunks(old_vault):
         assert vault.get("big.bin") == expected
         assert vault.get("new.bin") == b"n" * (2 * OLD_CHUNK + 1)
         assert vault.get("notes/small.md") == SMALL
+
+
+def test_status_says_which_format_a_vault_has(old_vault):
+    out = run_cli("status", vault=old_vault, passphrase=None)
+    assert out.returncode == 0, out.stderr
+    assert b"memvault format 2" in out.stdout
