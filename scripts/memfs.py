@@ -17,13 +17,13 @@ unlink appends a deletion, a rename the new name sealed. A read decrypts
 the sealed chunks it touches, read back from the journal file: like
 memvault, it keeps neither plaintext nor ciphertext in memory (when it kept
 both, its 100 MB write took 1.32x gocryptfs's time, memvault's 1.08x: the
-floor was above the vault). fsync() is an fdatasync of the journal. Like memvault's default mount
-(without `unlock --xattrs`) it has no extended attributes: GETXATTR
-answers ENOSYS, so the kernel stops asking before every write (gocryptfs
-serves them and is asked). It is the
-floor of an encrypted, journaled design on this stack: what memvault costs
-above it is its own structure (records, the vault state, the audit trail,
-the path tree).
+floor was above the vault). fsync() is an fdatasync of the journal. Like
+memvault's default mount (without `unlock --xattrs`) it has no extended
+attributes: GETXATTR answers ENOSYS, so the kernel stops asking before
+every write (gocryptfs serves them and is asked). It is the floor of an
+encrypted, journaled design on this stack: what memvault costs above it is
+its own structure (records, the vault state, the audit trail, the path
+tree).
 
 With --guarded as well, it adds the least of what memvault's further
 guarantees cost on each change, done as directly as this stack allows: a
