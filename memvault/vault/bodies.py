@@ -49,10 +49,6 @@ def chunk_size_of(format_version: int) -> int:
     return _CHUNK_SIZES[format_version]
 
 
-def chunk_count(size: int, chunk_size: int) -> int:
-    return -(-size // chunk_size)
-
-
 def chunk_length(size: int, index: int, chunk_size: int) -> int:
     """How many bytes of the file chunk ``index`` holds."""
     return max(0, min(chunk_size, size - index * chunk_size))
@@ -91,7 +87,7 @@ class Bodies:
 
     def count(self, size: int) -> int:
         """How many chunks a file of ``size`` bytes has."""
-        return chunk_count(size, self.chunk_size)
+        return -(-size // self.chunk_size)
 
     def chunk_key(self, record_id: bytes, index: int) -> bytes:
         data = record_id + index.to_bytes(4, "big")
