@@ -48,6 +48,7 @@ from ..errors import (
 from ..search import QueryError, SearchService, parse, render, render_error
 from ..vault import MAX_MEMORY_SIZE, Vault, clock
 from ..vault.audit import THE_VAULT, Caller, current_caller, process_caller
+from ..vault.bodies import chunk_length
 from ..vault.records import DIRECTORY, FILE, SYMLINK, Meta
 from .errors import as_fuse_error
 from .handles import OpenFile, OpenFiles, RecentBodies
@@ -254,7 +255,7 @@ class VaultOperations(pyfuse3.Operations):
                 if small:
                     self.recent.put(state.record_id, meta.body_gen, bytes(chunk))
             state.remember(index, chunk)
-        length = min(self._chunk_size, meta.size - index * self._chunk_size)
+        length = chunk_length(meta.size, index, self._chunk_size)
         if len(chunk) < length:
             chunk.extend(bytes(length - len(chunk)))
         return chunk
