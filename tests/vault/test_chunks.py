@@ -171,3 +171,28 @@ def test_repair_leaves_no_chunk_of_a_dropped_record(vault, vault_path):
     assert chunk_values(vault_path) == {}
     with reopen(vault_path, readonly=True) as v:
         assert v.get("keep.md") == b"kept"
+
+
+def test_a_compaction_keeps_a_files_chunks_in_order_in_the_file(vault, vault_path):
+    """Chunk keys are keyed hashes (random order): copied in key order, a large
+    file's chunks would be scattered over the file, and a cold read of it would
+    read other files' chunks ahead (store._in_place)."""
+
+    def places() -> list[int]:
+        vault_bytes = vault_path.read_bytes()
+        keys = vault._bodies.chunk_keys_of(vault._tree.of(rid))
+        with vault._store.read() as txn:  # the vault is open: through its own environment
+            return [vault_bytes.index(bytes(txn.get(key, db="chunks")[:64])) for key in keys]
+
+    rid = None
+    for name in ("a.bin", "big.bin", "z.bin"):  # chunks of other files around it
+        vault.put(name, os.urandom(8 * CHUNK_SIZE))
+        rid = vault.record_id("big.bin") if name == "big.bin" else rid
+    vault.put("a.bin", b"replaced: a compaction is owed")
+    written = places()
+    assert written == sorted(written), "written one after the other"
+    vault.compact()
+    assert not vault.compaction_owed
+    compacted = places()
+    assert compacted == sorted(compacted)
+    assert compacted[-1] - compacted[0] < 8 * (CHUNK_SIZE + 4096), "and together"
