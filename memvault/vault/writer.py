@@ -577,15 +577,22 @@ class Writer:
         return later
 
     def _apply_times(self, entries: list[Entry | None]) -> None:
-        """Set directory times in memory after a commit; store_pending stores them."""
+        """Set directory times in memory after a commit; store_pending stores them.
+
+        Times come from a coarse clock (clock.py): a burst of changes in one
+        directory finds its times already set to now, and changes nothing."""
         now = clock.now_ns()
         for entry in entries:
             if entry is None:
-                self.root = self.root_meta().but(mtime_ns=now, ctime_ns=now)
-                self._root_changed = True
+                root = self.root_meta()
+                if root.mtime_ns != now or root.ctime_ns != now:
+                    self.root = root.but(mtime_ns=now, ctime_ns=now)
+                    self._root_changed = True
             elif self.tree.by_id.get(entry.record_id) is entry:
-                entry.meta = entry.meta.but(mtime_ns=now, ctime_ns=now)
-                self._changed_times.add(entry.record_id)
+                meta = entry.meta
+                if meta.mtime_ns != now or meta.ctime_ns != now:
+                    entry.meta = meta.but(mtime_ns=now, ctime_ns=now)
+                    self._changed_times.add(entry.record_id)
 
     def store_pending(self) -> None:
         """Store what waits in memory: the directory times changed since the last
