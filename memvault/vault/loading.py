@@ -47,6 +47,7 @@ from .schema import (
 from .sealing import Damaged, Sealer, header_binding
 from .state import VaultState
 from .store import Store
+from .structure import check_structure
 from .tree import Entry, PathTree
 from .txn import ReadTxn
 
@@ -75,7 +76,11 @@ def read_info(path: Path) -> VaultInfo:
     if not path.exists():
         raise VaultNotFound(path)
     pid = writer_pid(path)
-    store = Store(path, readonly=True, shared_lock=False)
+    try:  # what is read here is checked, not every byte of the file
+        check_structure(path, databases=(META, SLOTS))
+        store = Store(path, readonly=True, shared_lock=False, check=False)
+    except (NotAVault, VaultCorrupted):  # a damaged meta page restored, or read around
+        store = Store(path, readonly=True, shared_lock=False)
     try:
         header, slots = read_header_and_slots(store)
     finally:

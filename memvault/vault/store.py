@@ -125,7 +125,7 @@ def compaction_owed(path: Path) -> bool:
     ):
         return True
     try:
-        check_structure(path)  # LMDB trusts its pages: only a checked file is opened here
+        check_structure(path, databases=(STATE,))  # LMDB trusts its pages: checked first
     except MemvaultError:
         return False
     try:

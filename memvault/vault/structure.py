@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+from collections.abc import Collection
 from pathlib import Path
 
 import lmdb
@@ -23,8 +24,16 @@ MAX_DBS = 16
 _CHECK_OK, _CHECK_NOT_LMDB, _CHECK_LMDB_ERROR, _CHECK_OPEN_HERE = 0, 3, 4, 5
 
 
-def check_structure(path: Path, timeout: float = CHECK_TIMEOUT_S) -> None:
-    """Raise VaultCorrupted/NotAVault unless LMDB can read the whole file safely."""
+def check_structure(
+    path: Path, timeout: float = CHECK_TIMEOUT_S, *, databases: Collection[str] | None = None
+) -> None:
+    """Raise VaultCorrupted/NotAVault unless LMDB can read the whole file safely.
+
+    ``databases``: only those are walked (and the list of their names), which
+    is enough for a reader of a few keys in them (`status`): every byte of a
+    large vault read just to show its header took as long as reading the
+    vault, and filled the page cache with it.
+    """
     if not path.is_file():
         raise NotAVault(path)
     pid = os.fork()
@@ -32,7 +41,7 @@ def check_structure(path: Path, timeout: float = CHECK_TIMEOUT_S) -> None:
         code = _CHECK_LMDB_ERROR
         try:
             signal.signal(signal.SIGINT, signal.SIG_DFL)
-            _walk(path)
+            _walk(path, databases)
             code = _CHECK_OK
         except lmdb.InvalidError:
             code = _CHECK_NOT_LMDB
@@ -57,13 +66,16 @@ def check_structure(path: Path, timeout: float = CHECK_TIMEOUT_S) -> None:
         raise VaultCorrupted(path, "its storage structure cannot be read")
 
 
-def _walk(path: Path) -> None:
-    """Read every page reachable from the file's roots (run in a forked child)."""
+def _walk(path: Path, databases: Collection[str] | None = None) -> None:
+    """Read every page reachable from the file's roots, or from those of
+    ``databases`` (run in a forked child)."""
     env = lmdb.open(
         str(path), subdir=False, lock=False, readonly=True, max_dbs=MAX_DBS, readahead=False
     )
     with env.begin(buffers=True) as txn:
         names = [bytes(k) for k, _ in txn.cursor()]
+        if databases is not None:
+            names = [name for name in names if name.decode(errors="replace") in databases]
         for name in names:
             db = env.open_db(name, txn=txn, create=False)
             for key, value in txn.cursor(db):
