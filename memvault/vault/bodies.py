@@ -13,8 +13,10 @@ a read decrypts only the chunks it touches. A write re-seals only the chunks
 it changes, plus the table (8 bytes a chunk).
 
 The chunk keys are deterministic (a new version of chunk ``i`` replaces the
-old under the same key), and unlinkable without the master key: the file
-shows how many chunks exist, not which file they belong to.
+old under the same key), and unlinkable without the master key: they do not
+say which file a chunk belongs to. Where chunks lie roughly does: they are
+stored as they are written, and a compaction keeps them in place, so that a
+file is read back from disk in long runs (store.py, _in_place).
 
 A vault's chunk size follows its format (chunk_size_of): 256 KiB from format
 3 on, 64 KiB in format 2, whose vaults keep it. Every chunk costs the same
