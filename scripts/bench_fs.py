@@ -453,8 +453,8 @@ def measure(targets: list[Target], workload: Workload, rounds: int):
                 fn = workload.phase(phase, base)
                 settle(targets)
                 if phase.startswith("read ") and phase.endswith(" MB"):
-                    # After settle, whose `memvault status` reads the whole vault file
-                    # (its structure check): dropped before it, memvault read cached pages.
+                    # After settle: what its `memvault status` reads of the vault file
+                    # (all of it before 3d4b4f8) must not be cached when the read starts.
                     drop_caches()
                 before, switched = t.cpu(), t.switches()
                 started = time.perf_counter()
