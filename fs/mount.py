@@ -30,6 +30,7 @@ from ..sync.service import SyncServices
 from ..vault import Vault
 from ..vault.audit import Caller, current_caller, name_process
 from . import readers
+from .collector import collect_at_lulls
 from .control_server import ControlServer
 from .operations import VaultOperations
 from .runtime import MountRecord
@@ -152,6 +153,8 @@ class _Daemon:
             await nursery.start(self.control.serve)
             signals = trio.CancelScope()
             nursery.start_soon(self._stop_on_signals, signals)
+            collecting = trio.CancelScope()
+            nursery.start_soon(self._collect_at_lulls, collecting)
             if on_ready is not None:
                 on_ready()
             try:
@@ -167,12 +170,17 @@ class _Daemon:
                 self._locked.set()
                 self.control.stop()
                 signals.cancel()
+                collecting.cancel()
 
     def _terminate(self, why: str) -> None:
         if not self._stopping:
             self._stopping = True
             log.info("%s: locking", why)
             pyfuse3.terminate()
+
+    async def _collect_at_lulls(self, scope: trio.CancelScope) -> None:
+        with scope:
+            await collect_at_lulls(self.vault.activity)
 
     async def _stop_on_signals(self, scope: trio.CancelScope) -> None:
         with scope, trio.open_signal_receiver(*STOP_SIGNALS) as received:

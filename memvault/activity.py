@@ -31,6 +31,11 @@ class Activity:
         """A request is being served (called for every FUSE request: keep it cheap)."""
         self._last = time.monotonic()
 
+    @property
+    def last_request(self) -> float:
+        """When the last request came (time.monotonic; -inf: none yet)."""
+        return self._last
+
     def idle_for(self) -> float:
         """Seconds since the last request."""
         return time.monotonic() - self._last
