@@ -55,9 +55,9 @@ class LullCollector:
         return kind
 
 
-async def collect_at_lulls(activity: Activity, collector: LullCollector | None = None) -> None:
+async def collect_at_lulls(activity: Activity) -> None:
     """(A task of the mount's trio run, until cancelled.)"""
-    collector = collector or LullCollector()
+    collector = LullCollector()
     while True:
         await trio.sleep(LULL_S)
         if activity.idle_for() >= LULL_S:
