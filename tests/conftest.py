@@ -42,6 +42,21 @@ def model_unavailable() -> str | None:
     return None
 
 
+def pytest_configure(config) -> None:
+    """Ctrl-C as a terminal delivers it, however the suite was started.
+
+    A shell starts a background job (`scripts/test &`, nohup) with SIGINT
+    ignored, and every process it starts inherits that: the commands the
+    tests interrupt would then rightly ignore the SIGINT and the tests of
+    what Ctrl-C does would fail for the launcher's sake. A handler, unlike
+    SIG_IGN, does not survive exec, so the children start with the default.
+    """
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     """Mount tests and tests marked `model` say in one line what is missing, if anything."""
     fuse, model = fuse_unavailable(), model_unavailable()
