@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -51,8 +52,6 @@ def pytest_configure(config) -> None:
     what Ctrl-C does would fail for the launcher's sake. A handler, unlike
     SIG_IGN, does not survive exec, so the children start with the default.
     """
-    import signal
-
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
