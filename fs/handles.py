@@ -30,8 +30,6 @@ class OpenFile:
     handles: set[int] = field(default_factory=set)
     _chunks: OrderedDict[int, bytearray] = field(default_factory=OrderedDict)
     stale: bool = False  # changed behind the mount (a sync): drop the chunks at the next request
-    opened_mtime_ns: int = 0  # the file's mtime when its first handle opened (see release)
-    written: bool = False  # by any of its handles
 
     def chunk(self, index: int) -> bytearray | None:
         if self.stale:  # set by another thread after its change: cleared here, in the mount's
@@ -59,11 +57,11 @@ class OpenFiles:
         self._by_handle: dict[int, OpenFile] = {}
         self._ids = itertools.count(1)
 
-    def open(self, record_id: bytes, mtime_ns: int) -> tuple[int, OpenFile]:
-        """A new handle on a record whose mtime is ``mtime_ns`` now."""
+    def open(self, record_id: bytes) -> tuple[int, OpenFile]:
+        """A new handle on a record."""
         state = self._by_record.get(record_id)
         if state is None:
-            state = self._by_record[record_id] = OpenFile(record_id, opened_mtime_ns=mtime_ns)
+            state = self._by_record[record_id] = OpenFile(record_id)
         fh = next(self._ids)
         state.handles.add(fh)
         self._by_handle[fh] = state
@@ -85,7 +83,8 @@ class OpenFiles:
 
 
 class RecentBodies:
-    """The plaintext of small files used lately, by record id and body generation.
+    """The plaintext of small files used lately, by record id and body generation,
+    and whether the kernel's page cache holds it too.
 
     A file is opened, read or appended to and closed again and again (an
     agent's notes, `grep -r`); its open state goes with its last close, so
@@ -99,7 +98,7 @@ class RecentBodies:
     def __init__(self, limit: int = RECENT_BYTES) -> None:
         self._limit = limit
         self._size = 0
-        self._bodies: OrderedDict[bytes, tuple[int, bytes]] = OrderedDict()
+        self._bodies: OrderedDict[bytes, tuple[int, bytes, bool]] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, record_id: bytes, body_gen: int) -> bytes | None:
@@ -110,15 +109,38 @@ class RecentBodies:
             self._bodies.move_to_end(record_id)
             return found[1]
 
-    def put(self, record_id: bytes, body_gen: int, content: bytes) -> None:
+    def put(self, record_id: bytes, body_gen: int, content: bytes, *, cached: bool = False) -> None:
+        """``cached``: the kernel's pages hold this content already."""
         with self._lock:
             self._pop(record_id)
             if len(content) > self._limit:
                 return
-            self._bodies[record_id] = (body_gen, content)
+            self._bodies[record_id] = (body_gen, content, cached)
             self._size += len(content)
             while self._size > self._limit:
                 self._size -= len(self._bodies.popitem(last=False)[1][1])
+
+    def cached(self, record_id: bytes, body_gen: int) -> bool:
+        """Whether the kernel was given (or read) this content whole."""
+        with self._lock:
+            found = self._bodies.get(record_id)
+            return found is not None and found[0] == body_gen and found[2]
+
+    def to_hand_over(self, record_id: bytes, body_gen: int) -> bytes | None:
+        """This content, if the kernel's pages do not hold it yet; from now on they do."""
+        with self._lock:
+            found = self._bodies.get(record_id)
+            if found is None or found[0] != body_gen or found[2]:
+                return None
+            self._bodies[record_id] = (body_gen, found[1], True)
+            return found[1]
+
+    def mark_cached(self, record_id: bytes, body_gen: int) -> None:
+        """The kernel read this content whole (its pages hold it now)."""
+        with self._lock:
+            found = self._bodies.get(record_id)
+            if found is not None and found[0] == body_gen:
+                self._bodies[record_id] = (body_gen, found[1], True)
 
     def forget(self, record_id: bytes) -> None:
         with self._lock:

@@ -13,7 +13,7 @@ Speed comes from the kernel's caches: positive (and negative) entry and
 attribute timeouts, full attributes in readdir replies (readdirplus), and
 keep_cache on open (every change to a file passes through the kernel, so its
 page cache is never stale), and a small file's content handed to that cache
-when it is closed after a write (release), so the next read needs no request.
+when it is opened and the cache lacks it (open), so its reads need no request.
 search/ is handled here too (see searchtree.py).
 """
 
@@ -556,7 +556,7 @@ class VaultOperations(pyfuse3.Operations):
     @request
     async def create(self, parent_inode, name, mode, flags, ctx):
         attrs = self._create(parent_inode, name, FILE, stat.S_IMODE(mode), ctx, opened=True)
-        fh, _ = self.files.open(self.inodes.record(attrs.st_ino), attrs.st_mtime_ns)
+        fh, _ = self.files.open(self.inodes.record(attrs.st_ino))
         self._openers[fh] = current_caller.get()
         return pyfuse3.FileInfo(fh=fh, keep_cache=True), attrs
 
@@ -579,9 +579,11 @@ class VaultOperations(pyfuse3.Operations):
         self._may(record_id, ctx, _wanted(flags))
         if flags & os.O_TRUNC:  # libfuse asks for atomic O_TRUNC: truncating is ours
             meta = self._truncate(record_id, 0)
+        elif self.files.of_record(record_id) is None:
+            self._hand_pages(record_id, meta)
         if flags & os.O_ACCMODE != os.O_WRONLY:
             self.vault.note_read(record_id)
-        fh, _ = self.files.open(record_id, meta.mtime_ns)
+        fh, _ = self.files.open(record_id)
         self._openers[fh] = current_caller.get()
         return pyfuse3.FileInfo(fh=fh, keep_cache=not flags & os.O_TRUNC)
 
@@ -606,6 +608,8 @@ class VaultOperations(pyfuse3.Operations):
             start = index * step
             chunk = memoryview(self._chunk(state, index, meta))
             parts.append(chunk[max(off - start, 0) : end - start])
+        if not meta.chunked and off == 0 and end == meta.size:  # the kernel's pages: all of it
+            self.recent.mark_cached(state.record_id, meta.body_gen)
         return b"".join(parts)
 
     @request
@@ -644,12 +648,13 @@ class VaultOperations(pyfuse3.Operations):
                 chunk.extend(bytes(length - len(chunk)))
             chunk[lo:hi] = part
             changed[index] = chunk
+        # Pages the kernel held whole stay whole as it writes through them.
+        cached = not old.chunked and self.recent.cached(state.record_id, old.body_gen)
         meta = self.vault.write_chunks(state.record_id, changed, size)
         for index, chunk in changed.items():
             state.remember(index, chunk)
-        state.written = True
         if not meta.chunked:  # the whole content: the next open decrypts nothing
-            self.recent.put(state.record_id, meta.body_gen, bytes(changed[0]))
+            self.recent.put(state.record_id, meta.body_gen, bytes(changed[0]), cached=cached)
         return len(buf)
 
     @request
@@ -674,26 +679,25 @@ class VaultOperations(pyfuse3.Operations):
             meta = self.vault.by_record_id(state.record_id)
             if meta is not None and meta.orphan:  # unlinked while open: shredded now
                 self.vault.remove_record(state.record_id, directory=False)
-            elif meta is not None and state.written and meta.mtime_ns == state.opened_mtime_ns:
-                self._hand_pages(state.record_id, meta)
         self.vault.store_new_files()
 
     def _hand_pages(self, record_id: bytes, meta: Meta) -> None:
-        """Put a small file's content, just written and closed, in the kernel's page
-        cache, so the next open+read of it is answered there, without a READ.
+        """Put a small file's content in the kernel's page cache as it is opened, so
+        its reads are answered there, without a READ.
 
         The kernel keeps the pages a write() filled whole; a small file's one
         page is never whole, so its first read would ask us again. Handed over
-        only when the last handle closes: a reader waiting for our READ reply
-        holds its page locked, and the store waits for that lock, on the trio
-        thread, which would never reply; with no handle open there is no such
-        reader. Only while the file keeps the mtime the kernel was shown when it
-        was opened (clock.py): a new one makes the kernel drop the pages at the
-        next stat anyway."""
-        content = None if meta.chunked else self.recent.get(record_id, meta.body_gen)
-        inode = self.inodes.known(record_id)
-        if not content or len(content) != meta.size or inode is None:
+        once per content (RecentBodies knows which the kernel holds: what it
+        was given or read whole, and what it wrote through pages it held), at
+        an open, not when a writer closes: a file written and never read costs
+        nothing. Only at the first open of the file: a reader waiting for our
+        READ reply holds its page locked, and the store waits for that lock,
+        on the trio thread, which would never reply; with no handle open there
+        is no such reader."""
+        content = None if meta.chunked else self.recent.to_hand_over(record_id, meta.body_gen)
+        if not content or len(content) != meta.size:
             return
+        inode = self.inodes.inode(record_id)
         with contextlib.suppress(OSError):  # the kernel forgot the inode: nothing to serve
             pyfuse3.notify_store(inode, 0, content)
             now = self.vault.by_record_id(record_id)

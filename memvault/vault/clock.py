@@ -3,9 +3,10 @@
 Times have the resolution of a scheduler tick (4 ms here), so a create and
 the write that follows it within that tick share one mtime, as on ext4. The
 mount relies on it: the kernel drops a file's cached pages whenever it is
-shown an mtime other than the one it knows (FUSE's auto_inval_data), so the
-pages the mount hands it when a new file is closed (fs/operations.py,
-release) survive the next stat only while the write kept the create's mtime.
+shown an mtime other than the one it knows (FUSE's auto_inval_data), and it
+stamps a write with its own clock before it sends it: the pages of a file
+written through the mount (and those the mount handed it, fs/operations.py,
+open) survive the next stat only while both clocks gave the write one mtime.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The pages the mount hands the kernel when a small file it just wrote is
-closed (fs/operations.py, release): the next open+read is answered from the
-kernel's cache, and what it serves is never older than the file."""
+"""The pages the mount hands the kernel when a small file is opened and the
+kernel's cache lacks them (fs/operations.py, open): reads are answered from
+the kernel's cache, and what it serves is never older than the file."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from ..fsutil import cached_pages, mounted
 
 
 def _cached(paths, at_least: int, timeout: float = 10.0) -> int:
-    """How many of the files have their page in the kernel's cache, once at least
-    ``at_least`` do or ``timeout`` passed (the RELEASE that hands a page over
-    comes just after close() returned, not before)."""
+    """How many of the files have their page in the kernel's cache (each opened to
+    look, which hands it over), once at least ``at_least`` do or ``timeout``
+    passed."""
     deadline = time.monotonic() + timeout
     while True:
         found = sum(cached_pages(path) for path in paths)
@@ -29,10 +29,11 @@ def test_a_small_file_written_and_closed_is_read_from_the_kernels_cache(tmp_path
         files = {m.root / f"note{i}.md": f"# note {i}\n".encode() * (i + 3) for i in range(10)}
         for path, content in files.items():
             path.write_bytes(content)
-        # Handed over while the write kept the create's mtime: when both fall in
-        # one tick of the file clock (4 ms), as they almost always do.
+        # Kept through a stat while the kernel's clock and the vault's gave the
+        # write one mtime: when both fall in one tick (4 ms), as they almost
+        # always do.
         half = len(files) // 2
-        assert _cached(files, half) >= half, "the closed files' pages are not in the cache"
+        assert _cached(files, half) >= half, "the opened files' pages are not in the cache"
         for path in files:
             os.stat(path)  # a GETATTR: the kernel drops the pages if it sees a new mtime
         assert _cached(files, half, timeout=0) >= half, "a stat dropped the pages"
