@@ -55,10 +55,14 @@ class LullCollector:
         return kind
 
 
-async def collect_at_lulls(activity: Activity) -> None:
-    """(A task of the mount's trio run, until cancelled.)"""
+async def collect_at_lulls(activity: Activity, *also: Callable[[], object]) -> None:
+    """(A task of the mount's trio run, until cancelled.) At each lull, what
+    ``also`` lists runs too, after the collection: short steps of work kept
+    for the mount's pauses."""
     collector = LullCollector()
     while True:
         await trio.sleep(LULL_S)
         if activity.idle_for() >= LULL_S:
             collector.at_lull(activity.last_request)
+            for job in also:
+                job()

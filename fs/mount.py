@@ -180,7 +180,8 @@ class _Daemon:
 
     async def _collect_at_lulls(self, scope: trio.CancelScope) -> None:
         with scope:
-            await collect_at_lulls(self.vault.activity)
+            # New records' keys made ahead for the next burst of creates.
+            await collect_at_lulls(self.vault.activity, self.vault.prepare_records)
 
     async def _stop_on_signals(self, scope: trio.CancelScope) -> None:
         with scope, trio.open_signal_receiver(*STOP_SIGNALS) as received:

@@ -953,8 +953,9 @@ class Vault:
             )
             if opened and kind == FILE and self._store.has_room():
                 # Nothing stored yet (Writer.stage): what the reply needs is the id.
-                record_id, caller = self._writer.new_id(), current_caller.get()
-                self._lock.later.append(lambda: self._writer.stage(record_id, meta, caller))
+                fresh, caller = self._writer.fresh_record(), current_caller.get()
+                record_id = fresh[0]
+                self._lock.later.append(lambda: self._writer.stage(fresh, meta, caller))
             else:
                 write = self._writer.new_record(meta)
                 self._writer.commit([write])
@@ -1362,6 +1363,13 @@ class Vault:
         if not self._store.readonly:
             self.store_new_files()
             self._store.make_durable()
+
+    def prepare_records(self, count: int = 256) -> None:
+        """(The mount, at a lull.) Make ``count`` more new records' ids and keys
+        ahead, for the next burst of creates (Sealer.prepare_records)."""
+        with self._lock:
+            if not self._closed and not self._store.readonly:
+                self._sealer.prepare_records(count)
 
     def compact(self) -> tuple[int, int]:
         """Rewrite the vault file without free pages; return its size before and after.

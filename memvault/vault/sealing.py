@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import struct
 
 from ..crypto import (
@@ -25,7 +26,15 @@ from ..crypto import (
 from . import padding, records
 from .header import Header
 from .records import Meta, RecordFormatError
+from .schema import ID_SIZE
 from .tree import Entry
+
+POOLED_RECORDS = 2048
+"""New records made ahead (prepare_records) at most: a burst of creates that size
+finds them ready."""
+
+FreshRecord = tuple[bytes, bytearray, bytes]
+"""A random record id, a new data key, and that key wrapped (bound to the id)."""
 
 
 class Damaged(Exception):
@@ -44,6 +53,7 @@ class Sealer:
         self._header = header
         self._binding = Binding(header.version, header.vault_id)
         self._subkeys: list[bytearray] = []
+        self._prepared: list[FreshRecord] = []
 
     def derive(self, purpose: bytes) -> bytearray:
         """A subkey of the master key for one purpose (keyed BLAKE2b)."""
@@ -93,6 +103,24 @@ class Sealer:
         """A fresh data key for a record and its wrapped (stored) form."""
         data_key = new_key()
         return data_key, seal(self._master, data_key, self.ad(Kind.DATA_KEY, record_id))
+
+    def fresh_record(self) -> FreshRecord:
+        """A new record's id and keys: one made ahead if any is left, else made now."""
+        try:
+            return self._prepared.pop()
+        except IndexError:
+            record_id = os.urandom(ID_SIZE)
+            return (record_id, *self.new_data_key(record_id))
+
+    def prepare_records(self, count: int) -> int:
+        """Make up to ``count`` new records' ids and keys ahead (POOLED_RECORDS at
+        most in all): a burst of creates then skips a key's making and wrapping,
+        a few µs each. Returns how many are ready. They are as random as those
+        made at once, live only in memory until used, and are wiped at lock."""
+        for _ in range(min(count, POOLED_RECORDS - len(self._prepared))):
+            record_id = os.urandom(ID_SIZE)
+            self._prepared.append((record_id, *self.new_data_key(record_id)))
+        return len(self._prepared)
 
     # -- records -----------------------------------------------------------------
 
@@ -179,6 +207,9 @@ class Sealer:
         wipe(self._master)
         for key in self._subkeys:
             wipe(key)
+        for _, data_key, _ in self._prepared:
+            wipe(data_key)
+        self._prepared.clear()
 
 
 def header_binding(header: Header, slots: list[Keyslot]) -> bytes:

@@ -48,7 +48,6 @@ from .schema import (
     CHUNKS,
     COMPACTION_OWED_KEY,
     DERIVED,
-    ID_SIZE,
     KEYS,
     RECORDS,
     ROOT_ID,
@@ -58,7 +57,7 @@ from .schema import (
     STATE,
     STATE_KEY,
 )
-from .sealing import Sealer
+from .sealing import FreshRecord, Sealer
 from .state import VaultState
 from .store import Store
 from .tree import Entry, PathTree
@@ -135,21 +134,20 @@ class Writer:
 
     # -- new records -------------------------------------------------------------
 
-    def new_id(self) -> bytes:
-        """A record id no record has."""
-        record_id = os.urandom(ID_SIZE)
-        while record_id in self.tree.by_id:  # pragma: no cover - 2^-128
-            record_id = os.urandom(ID_SIZE)
-        return record_id
+    def fresh_record(self) -> FreshRecord:
+        """A new record's id (one no record has) and keys."""
+        fresh = self.sealer.fresh_record()
+        while fresh[0] in self.tree.by_id:  # pragma: no cover - 2^-128
+            fresh = self.sealer.fresh_record()
+        return fresh
 
-    def new_record(self, meta: Meta, record_id: bytes | None = None) -> Write:
+    def new_record(self, meta: Meta, fresh: FreshRecord | None = None) -> Write:
         """A new record with an empty body: every record has one, so types look alike
         (the body is sealed when the record is stored, see _put_record)."""
-        record_id = self.new_id() if record_id is None else record_id
-        data_key, wrapped = self.sealer.new_data_key(record_id)
+        record_id, data_key, wrapped = self.fresh_record() if fresh is None else fresh
         return Write(Entry(record_id, meta, data_key), None, None, wrapped)
 
-    def stage(self, record_id: bytes, meta: Meta, caller: Caller) -> None:
+    def stage(self, fresh: FreshRecord, meta: Meta, caller: Caller) -> None:
         """Add a new empty file, created by ``caller``, to the tree now and store it
         with the next commit (the work a create leaves for after its reply, later.py).
 
@@ -158,12 +156,12 @@ class Writer:
         Until then it lives in memory only, so a daemon killed between the
         create and the first write or close loses an empty file, never data.
         """
-        write = self.new_record(meta, record_id)
+        write = self.new_record(meta, fresh)
         write.caller = caller
         touched = self._touch_dirs([write], [])
         self.tree.add(write.entry)
         self._apply_times(touched)
-        self.staged[record_id] = write
+        self.staged[write.entry.record_id] = write
 
     def store_staged(self) -> None:
         """Store the files staged so far (at their last close, fsync and lock)."""

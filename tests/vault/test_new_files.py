@@ -11,6 +11,7 @@ import textwrap
 
 from memvault.vault import Vault
 from memvault.vault.records import DIRECTORY, FILE
+from memvault.vault.sealing import POOLED_RECORDS
 
 from ..conftest import FAST_KDF, PASSPHRASE, reopen
 
@@ -94,3 +95,31 @@ def test_new_files_changed_before_they_are_stored(vault_path):
         assert not again.exists("gone.md") and not again.exists("orphan.md")
         assert again.get("never-written.md") == b""  # stored at lock
         assert len(again) == 4
+
+
+def test_new_files_take_the_keys_made_ahead_and_keep_them_after_lock(vault_path):
+    """Keys made at the mount's lulls (Vault.prepare_records) are as good as keys
+    made at once: each file gets its own, and its content opens after a lock."""
+    with journal_vault(vault_path) as v:
+        v.prepare_records(3)
+        prepared = list(v._sealer._prepared)
+        assert len(prepared) == 3 and len({rid for rid, _, _ in prepared}) == 3
+        made = [v.create_in(None, f"n{i}.md", FILE, mode=0o644, opened=True)[0] for i in range(4)]
+        for i, record_id in enumerate(made):
+            v.write_chunks(record_id, {0: f"note {i}".encode()}, 6)
+        assert set(made[:3]) == {rid for rid, _, _ in prepared}  # the fourth made at once
+        assert not v._sealer._prepared
+        v.prepare_records(2)
+        left = [key for _, key, _ in v._sealer._prepared]
+    assert all(not any(key) for key in left), "keys made ahead outlived the lock"
+    with reopen(vault_path) as again:
+        assert [again.get(f"n{i}.md") for i in range(4)] == [f"note {i}".encode() for i in range(4)]
+        keys = {bytes(again._tree.of(rid).data_key) for rid in made}
+        assert len(keys) == 4
+
+
+def test_keys_made_ahead_stop_at_the_pool_size(vault_path):
+    with journal_vault(vault_path) as v:
+        v._sealer.prepare_records(POOLED_RECORDS - 1)
+        v.prepare_records(10)
+        assert len(v._sealer._prepared) == POOLED_RECORDS
