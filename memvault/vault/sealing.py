@@ -109,18 +109,19 @@ class Sealer:
         try:
             return self._prepared.pop()
         except IndexError:
-            record_id = os.urandom(ID_SIZE)
-            return (record_id, *self.new_data_key(record_id))
+            return self._new_record()
 
-    def prepare_records(self, count: int) -> int:
+    def prepare_records(self, count: int) -> None:
         """Make up to ``count`` new records' ids and keys ahead (POOLED_RECORDS at
         most in all): a burst of creates then skips a key's making and wrapping,
-        a few µs each. Returns how many are ready. They are as random as those
-        made at once, live only in memory until used, and are wiped at lock."""
+        a few µs each. They are as random as those made at once, live only in
+        memory until used, and are wiped at lock."""
         for _ in range(min(count, POOLED_RECORDS - len(self._prepared))):
-            record_id = os.urandom(ID_SIZE)
-            self._prepared.append((record_id, *self.new_data_key(record_id)))
-        return len(self._prepared)
+            self._prepared.append(self._new_record())
+
+    def _new_record(self) -> FreshRecord:
+        record_id = os.urandom(ID_SIZE)
+        return (record_id, *self.new_data_key(record_id))
 
     # -- records -----------------------------------------------------------------
 
